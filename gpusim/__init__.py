@@ -1,0 +1,14 @@
+"""gpusim: a cycle-approximate GPU memory-hierarchy simulator.
+
+Kernels are written once in a tile DSL (``gpusim.dsl``); the same IR runs exactly on numpy
+(``gpusim.backends.numpy_exec``), is timed by a SimPy model (``gpusim.backends.sim``) and is
+lowered to Triton (``gpusim.backends.triton_backend``, imported only when asked for).
+"""
+from .api import simulate, simulate_workload
+from .hardware import GPUConfig, available_gpus, load_gpu
+from .kernels import KERNELS, build
+from .result import KernelResult, Result
+
+__version__ = "0.1.0"
+__all__ = ["simulate", "simulate_workload", "GPUConfig", "available_gpus", "load_gpu", "KERNELS", "build",
+           "KernelResult", "Result", "__version__"]

@@ -1,0 +1,114 @@
+"""The Python API: ``simulate(kernel, gpu=..., **params) -> Result``."""
+from __future__ import annotations
+
+from .backends import numpy_exec
+from .backends.sim.cost import InfeasibleError
+from .backends.sim.engine import LaunchSim
+from .backends.sim.l2 import L2Cache
+from .dsl import ir
+from .hardware import GPUConfig, load_gpu
+from .kernels import build, resolve_params
+from .result import KernelResult, Result
+
+AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
+AUTO_CHECK_MAX_ELEMS = 1 << 22
+
+
+def _addresses(workload: ir.Workload) -> dict:
+    """Lay the workload's tensors out in HBM, each aligned to 1 MiB (deterministic)."""
+    out, base = {}, 1 << 20
+    for name, t in workload.tensors.items():
+        out[name] = base
+        base += -(-t.nbytes // (1 << 20)) * (1 << 20) + (1 << 20)
+    return out
+
+
+def _check_work(workload: ir.Workload) -> tuple:
+    work = 0
+    for launch in workload.launches:
+        trips = 1
+        for op in ir.walk(launch.program.body):
+            if isinstance(op, ir.Loop):
+                s, e = op.start, op.end
+                # upper bound: evaluate at the last program
+                last = tuple(g - 1 for g in launch.grid) + (0,) * (3 - len(launch.grid))
+                trips += max(0, -(-(ir.eval_expr(e, last, {}) - ir.eval_expr(s, last, {})) // op.step))
+        work += launch.num_programs * trips
+    elems = sum(t.nbytes // ir.DTYPE_BYTES[t.dtype] for t in workload.tensors.values())
+    return work, elems
+
+
+def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = "fast", timeline: bool = False,
+                      check="auto", seed: int = 0) -> Result:
+    params = dict(workload.params)
+    dtype = params.get("dtype", "fp16")
+    common = dict(hbm_bandwidth_bytes_per_s=cfg.hbm_read_bandwidth_bytes_per_s, clock_hz=cfg.clock_hz)
+    uses_tensor = any(isinstance(op, ir.Dot) for l in workload.launches for op in ir.walk(l.program.body))
+    peak = cfg.tensor_flops_per_s[dtype] if uses_tensor else cfg.fp32_flops_per_s
+    common.update(peak_flops_per_s=peak, ridge_flop_per_byte=cfg.ridge_flop_per_byte(dtype, uses_tensor))
+    try:
+        for launch in workload.launches:
+            from .backends.sim.cost import occupancy
+
+            occupancy(launch.program, cfg)
+    except InfeasibleError as e:
+        return Result(cfg.name, workload.name, params, "infeasible", str(e), **common)
+
+    l2 = L2Cache(cfg.l2_bytes, cfg.l2_line_bytes, cfg.l2_ways)
+    addr = _addresses(workload)
+    kernels, events = [], []
+    t_cycles = 0.0
+    launch_cycles = cfg.launch_overhead_us * 1e-6 * cfg.clock_hz
+    for launch in workload.launches:
+        sim = LaunchSim(launch, cfg, l2, addr, workload.tensors, fidelity=fidelity, timeline=timeline).run()
+        c = sim.total_counters
+        cyc = sim.cycles
+        busy = [sum(sm.pipe_busy[i] for sm in sim.sms) * sim.counters_scale / (cfg.sm_count * cyc) if cyc else 0.0
+                for i in range(3)]
+        t_start = t_cycles + launch_cycles
+        kernels.append(KernelResult(
+            launch=launch.name, grid=tuple(launch.grid), ctas_per_sm=sim.occ.ctas_per_sm,
+            occupancy_limiter=sim.occ.limiter, waves=launch.num_programs / (cfg.sm_count * sim.occ.ctas_per_sm),
+            time_us=(cyc + launch_cycles) / cfg.clock_hz * 1e6, cycles=cyc,
+            dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes, l2_read_bytes=c.l2_read_bytes,
+            l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
+            vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=busy[0], vector_busy=busy[1],
+            sfu_busy=busy[2], simulated_ctas=sim.sampling["simulated_ctas"], total_ctas=sim.sampling["total_ctas"],
+            loop_group=sim.sampling["loop_group"], start_us=t_start / cfg.clock_hz * 1e6))
+        if timeline:
+            events.append(("launch", launch.name, t_cycles, t_start, t_start + cyc))
+            for e in sim.events:
+                events.append(e[:-2] + (e[-2] + t_start, e[-1] + t_start) + (launch.name,))
+            for name, ch in (("hbm", sim.hbm), ("l2", sim.l2ch)):
+                for s, e, b in ch.log:
+                    events.append((name, s + t_start, e + t_start, b, launch.name))
+        t_cycles = t_start + cyc
+    total_us = t_cycles / cfg.clock_hz * 1e6 + cfg.sync_overhead_us
+
+    err = None
+    if check is True or (check == "auto" and _auto_ok(workload)):
+        err = numpy_exec.check(workload, seed)
+    return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
+                  timeline=tuple(events), **common)
+
+
+def _auto_ok(workload) -> bool:
+    work, elems = _check_work(workload)
+    return work <= AUTO_CHECK_MAX_WORK and elems <= AUTO_CHECK_MAX_ELEMS
+
+
+def simulate(kernel: str, gpu: str | GPUConfig = "h100", *, check="auto", fidelity: str = "fast",
+             timeline: bool = False, seed: int = 0, **params) -> Result:
+    """Build a built-in kernel with ``params`` and time it on ``gpu``.
+
+    >>> r = simulate("attention_flash", gpu="h100", seq_len=1024, batch=1, heads=4)
+    >>> r.status, r.time_us > 0
+    ('ok', True)
+    """
+    cfg = gpu if isinstance(gpu, GPUConfig) else load_gpu(gpu)
+    p = resolve_params(kernel, params)
+    try:
+        workload = build(kernel, p)
+    except ValueError as e:
+        return Result(cfg.name, kernel, p, "error", str(e))
+    return simulate_workload(workload, cfg, fidelity=fidelity, timeline=timeline, check=check, seed=seed)

@@ -1,0 +1,201 @@
+"""Exact execution of the IR on numpy: the specification every other backend is checked against.
+
+Storage follows the tensor dtype (fp16 as float16; bf16 as float32 holding bf16-rounded values);
+``dot`` accumulates in fp32 as tensor cores do; loads outside a tensor read ``other`` and stores
+outside a tensor are dropped (boundary masking).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dsl import ir
+
+NP_DTYPE = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even), kept in a float32 array."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    u = x.view(np.uint32)
+    r = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)).astype(np.uint32)
+    out = r.view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def to_dtype(x, dtype: str) -> np.ndarray:
+    if dtype == "bf16":
+        return round_bf16(np.asarray(x, dtype=np.float32))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(x).astype(NP_DTYPE[dtype])
+
+
+def _tile_slices(tensor: ir.TensorArg, offs: list, shape: tuple):
+    """Slices of the tensor covered by the tile, and of the tile covered by the tensor."""
+    lead = len(tensor.shape) - len(shape)
+    src, dst = [], []
+    for d, o in enumerate(offs):
+        if d < lead:
+            if not 0 <= o < tensor.shape[d]:
+                return None, None
+            src.append(o)
+            continue
+        ext = shape[d - lead]
+        lo, hi = max(o, 0), min(o + ext, tensor.shape[d])
+        if hi <= lo:
+            return None, None
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - o, hi - o))
+    return tuple(src), tuple(dst)
+
+
+_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
+        "minimum": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or}
+_UN = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+       "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs}
+
+
+class _Interp:
+    def __init__(self, memory: dict, bindings: dict):
+        self.mem = memory
+        self.bind = bindings
+
+    def val(self, env, x, dtype=None):
+        if isinstance(x, ir.Value):
+            return env[x.id]
+        return np.asarray(x, dtype=NP_DTYPE[dtype] if dtype in ("fp16", "fp32", "bf16") else np.float32)
+
+    def run(self, ops, env, pid, lv):
+        for op in ops:
+            t = type(op)
+            if t is ir.Load:
+                offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+                arr = self.mem[self.bind[op.tensor.name]]
+                tile = np.full(op.out.shape, op.other, dtype=arr.dtype)
+                src, dst = _tile_slices(op.tensor, offs, op.out.shape)
+                if src is not None:
+                    tile[dst] = arr[src]
+                env[op.out.id] = tile
+            elif t is ir.Store:
+                offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+                arr = self.mem[self.bind[op.tensor.name]]
+                src, dst = _tile_slices(op.tensor, offs, op.value.shape)
+                if src is not None:
+                    arr[src] = to_dtype(env[op.value.id][dst], op.tensor.dtype)
+            elif t is ir.Full:
+                env[op.out.id] = np.full(op.out.shape, op.fill, dtype=NP_DTYPE[op.out.dtype])
+            elif t is ir.Iota:
+                n = op.out.shape[op.axis]
+                shape = [1] * len(op.out.shape)
+                shape[op.axis] = n
+                base = np.arange(n, dtype=np.int32).reshape(shape) + ir.eval_expr(op.start, pid, lv)
+                env[op.out.id] = np.broadcast_to(base, op.out.shape).astype(np.int32)
+            elif t is ir.Binary:
+                a = self.val(env, op.a, op.out.dtype)
+                b = self.val(env, op.b, op.out.dtype)
+                with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                    r = _BIN[op.op](a, b)
+                env[op.out.id] = to_dtype(r, op.out.dtype) if op.out.dtype != "bool" else r
+            elif t is ir.Unary:
+                with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                    x = env[op.a.id]
+                    x = x.astype(np.float32) if op.out.dtype == "fp32" and x.dtype != np.float32 else x
+                    env[op.out.id] = to_dtype(_UN[op.op](x), op.out.dtype)
+            elif t is ir.Where:
+                a = self.val(env, op.a, op.out.dtype)
+                b = self.val(env, op.b, op.out.dtype)
+                env[op.out.id] = to_dtype(np.where(env[op.cond.id], a, b), op.out.dtype)
+            elif t is ir.Cast:
+                env[op.out.id] = to_dtype(env[op.a.id], op.out.dtype)
+            elif t is ir.Reduce:
+                x = env[op.a.id].astype(np.float32)
+                env[op.out.id] = (np.sum if op.op == "sum" else np.max if op.op == "max" else np.min)(x, axis=op.axis)
+            elif t is ir.ExpandDims:
+                env[op.out.id] = np.expand_dims(env[op.a.id], op.axis)
+            elif t is ir.Trans:
+                env[op.out.id] = env[op.a.id].T
+            elif t is ir.Dot:
+                r = env[op.a.id].astype(np.float32) @ env[op.b.id].astype(np.float32)
+                if op.acc is not None:
+                    r = r + env[op.acc.id]
+                env[op.out.id] = r.astype(np.float32)
+            elif t is ir.Loop:
+                start, end = ir.eval_expr(op.start, pid, lv), ir.eval_expr(op.end, pid, lv)
+                cur = [env[v.id] for v in op.init]
+                for i in range(start, end, op.step):
+                    for a, c in zip(op.args, cur):
+                        env[a.id] = c
+                    self.run(op.body, env, pid, {**lv, op.var: i})
+                    cur = [env[y.id] for y in op.yields]
+                for o, c in zip(op.outs, cur):
+                    env[o.id] = c
+            else:  # pragma: no cover - the op coverage test guards this
+                raise NotImplementedError(type(op).__name__)
+
+
+def run_launch(launch: ir.Launch, memory: dict) -> None:
+    """Execute every program of the launch's grid, in grid order, against ``memory`` (name -> array)."""
+    interp = _Interp(memory, launch.bindings)
+    grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                interp.run(launch.program.body, {}, (x, y, z), {})
+
+
+def random_inputs(workload: ir.Workload, seed: int = 0) -> dict:
+    """Random normal inputs (never zeros), rounded to the storage dtype."""
+    rng = np.random.default_rng(seed)
+    return {name: to_dtype(rng.standard_normal(workload.tensors[name].shape), workload.tensors[name].dtype)
+            for name in workload.inputs}
+
+
+def execute(workload: ir.Workload, inputs: dict) -> dict:
+    """Run every launch; returns all tensors (inputs, intermediates, outputs) by name."""
+    mem = {}
+    for name, t in workload.tensors.items():
+        if name in inputs:
+            mem[name] = np.array(inputs[name], dtype=NP_DTYPE[t.dtype], copy=True)
+        else:
+            mem[name] = np.full(t.shape, np.nan, dtype=NP_DTYPE[t.dtype])   # poisoned: unwritten shows as NaN
+    for launch in workload.launches:
+        run_launch(launch, mem)
+    return mem
+
+
+def reference(workload: ir.Workload, inputs: dict) -> dict:
+    """float64 reference for the outputs of a built-in workload, computed without the IR."""
+    kind = workload.name
+    x = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
+    p = workload.params
+    if kind.startswith("attention"):
+        q, k, v = x["q"], x["k"], x["v"]
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if p.get("causal"):
+            n = q.shape[1]
+            s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+        s = s - s.max(axis=-1, keepdims=True)
+        e = np.exp(s)
+        return {"o": (e / e.sum(axis=-1, keepdims=True)) @ v}
+    if kind.startswith("elementwise"):
+        return {"y": np.maximum(x["x"] * 1.5 + 0.25, 0.0)}
+    if kind == "matmul":
+        return {"c": x["a"] @ x["b"]}
+    raise ValueError(f"no reference for {kind}")
+
+
+def max_rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    """max |out - ref| / max |ref| (NaN anywhere counts as infinite error)."""
+    out = np.asarray(out, dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(out - ref)) / scale)
+
+
+def check(workload: ir.Workload, seed: int = 0) -> float:
+    """Execute on random inputs and return the worst max_rel_err over the outputs vs float64."""
+    inputs = random_inputs(workload, seed)
+    mem = execute(workload, inputs)
+    ref = reference(workload, inputs)
+    return max(max_rel_err(mem[name], ref[name]) for name in workload.outputs)

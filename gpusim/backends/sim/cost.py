@@ -1,0 +1,179 @@
+"""Pure cost functions: cycles, bytes and FLOPs of one op, and the resources of one CTA, on one config.
+
+Nothing here queues or waits; the engine (``engine.py``) does the contention. Each function is a
+closed form that tests can check by hand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...dsl import ir
+from ...hardware import GPUConfig
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Work one op puts on the SM's pipes: tensor-pipe cycles, vector lane-ops, special-function ops."""
+
+    tensor_cycles: float = 0.0
+    tensor_flops: float = 0.0
+    vector_ops: float = 0.0
+    sfu_ops: float = 0.0
+
+
+def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
+    """Cost of one compute op (loads, stores and loops are handled by the engine)."""
+    t = type(op)
+    if t is ir.Dot:
+        m, k = op.a.shape
+        n = op.b.shape[1]
+        flops = 2.0 * m * n * k
+        dt = op.a.dtype if op.a.dtype in ("fp16", "bf16") else "fp32"
+        rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k, num_warps)
+        # the accumulator add is part of the MMA; an acc that is not a plain zero tile costs nothing extra
+        return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
+    if t is ir.Unary:
+        n = op.out.numel
+        if op.op in ir.SFU_UNARY:
+            # exp(x) is lowered as exp2(x * log2 e): one multiply on the vector pipe plus one MUFU op
+            return OpCost(vector_ops=n if op.op in ("exp", "log") else 0, sfu_ops=n)
+        return OpCost(vector_ops=n)
+    if t in (ir.Binary, ir.Where, ir.Cast):
+        return OpCost(vector_ops=op.out.numel)
+    if t is ir.Reduce:
+        return OpCost(vector_ops=op.a.numel)
+    if t in (ir.Full, ir.Iota):
+        return OpCost(vector_ops=op.out.numel / 32.0)   # materialised once per warp-register, mostly hoisted
+    return OpCost()   # ExpandDims, Trans: layout views, free
+
+
+def vector_flops(op) -> float:
+    """Arithmetic FLOPs (not comparisons or data movement) of an elementwise/reduction op."""
+    t = type(op)
+    if t is ir.Binary and op.op in ("add", "sub", "mul", "div", "maximum", "minimum"):
+        return float(op.out.numel)
+    if t is ir.Unary and op.op != "neg":
+        return float(op.out.numel)
+    if t is ir.Reduce:
+        return float(op.a.numel)
+    return 0.0
+
+
+def tile_bytes_in_bounds(tensor: ir.TensorArg, offs: list, shape: tuple) -> tuple:
+    """(rows, row_bytes, first-element flat index) of the part of a tile inside the tensor, or None.
+
+    A 1-d tile is one row; a 2-d tile covers the last two dims; leading offsets pick one element."""
+    es = ir.DTYPE_BYTES[tensor.dtype]
+    dims = tensor.shape
+    lead = len(dims) - len(shape)
+    lo, ext = [], []
+    for d, o in enumerate(offs):
+        if d < lead:
+            if not 0 <= o < dims[d]:
+                return None
+            lo.append(o)
+            ext.append(1)
+        else:
+            e = shape[d - lead]
+            a, b = max(o, 0), min(o + e, dims[d])
+            if b <= a:
+                return None
+            lo.append(a)
+            ext.append(b - a)
+    flat = 0
+    for d, o in enumerate(lo):
+        flat = flat * dims[d] + o
+    rows = ext[-2] if len(shape) == 2 else 1
+    pitch = dims[-1] * es
+    return rows, ext[-1] * es, flat * es, pitch
+
+
+# --------------------------------------------------------------------------- per-CTA resources
+def _feeds_dot(program: ir.Program) -> set:
+    """Ids of loaded values that reach a Dot operand through views (these live in shared memory)."""
+    alias = {}
+    dot_operands = set()
+    for op in ir.walk(program.body):
+        if isinstance(op, (ir.Trans, ir.ExpandDims)):
+            alias[op.out.id] = alias.get(op.a.id, op.a.id)
+        if isinstance(op, ir.Dot):
+            for v in (op.a, op.b):
+                dot_operands.add(alias.get(v.id, v.id))
+    return dot_operands
+
+
+@dataclass
+class CTAResources:
+    sram_bytes: int
+    registers_per_thread: int
+    threads: int
+    sram_detail: list = field(default_factory=list)
+
+
+def cta_resources(program: ir.Program) -> CTAResources:
+    """Shared memory: each tile that feeds a ``dot`` is staged in SRAM, ``stages`` copies inside a
+    pipelined loop (as Triton allocates). Registers: loop-carried tiles plus the largest tile a
+    loop body keeps live, spread over the CTA's threads, plus a fixed 32 for addresses and indices."""
+    shared = _feeds_dot(program)
+    sram, detail = 0, []
+
+    def visit(ops, stages):
+        nonlocal sram
+        for op in ops:
+            if isinstance(op, ir.Load) and op.out.id in shared:
+                b = op.out.numel * ir.DTYPE_BYTES[op.out.dtype] * stages
+                sram += b
+                detail.append((op.tensor.name, op.out.shape, stages, b))
+            if isinstance(op, ir.Loop):
+                visit(op.body, max(1, op.stages))
+
+    visit(program.body, 1)
+    threads = 32 * program.num_warps
+    live = 0
+    for op in ir.walk(program.body):
+        if isinstance(op, ir.Loop):
+            carried = sum(v.numel for v in op.args)
+            biggest = max((o.out.numel for o in op.body if hasattr(o, "out") and not isinstance(o, ir.Load)), default=0)
+            live = max(live, carried + biggest)
+    if live == 0:
+        live = max((o.out.numel for o in ir.walk(program.body) if hasattr(o, "out")), default=0)
+    regs = 32 + -(-live // threads)
+    return CTAResources(sram, regs, threads, detail)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    ctas_per_sm: int
+    limiter: str
+    sram_bytes_per_cta: int
+    registers_per_thread: int
+    spills: bool
+
+
+class InfeasibleError(ValueError):
+    """The launch cannot run on this GPU (a CTA needs more than the hardware allows)."""
+
+
+def occupancy(program: ir.Program, cfg: GPUConfig) -> Occupancy:
+    """How many CTAs of ``program`` fit on one SM, and which limit binds; raises InfeasibleError."""
+    res = cta_resources(program)
+    if res.sram_bytes > cfg.sram_bytes_per_cta_max:
+        detail = ", ".join(f"{n} {list(s)} x{st}" for n, s, st, _ in res.sram_detail)
+        raise InfeasibleError(
+            f"needs {res.sram_bytes / KIB:.0f} KiB of SRAM per CTA, {cfg.name} allows "
+            f"{cfg.sram_bytes_per_cta_max / KIB:.0f} KiB ({detail}); use smaller tiles or fewer num_stages")
+    warps = program.num_warps
+    if warps > cfg.max_warps_per_sm:
+        raise InfeasibleError(f"num_warps={warps} exceeds {cfg.max_warps_per_sm} warps per SM on {cfg.name}")
+    regs = min(res.registers_per_thread, cfg.max_registers_per_thread)
+    limits = {
+        "ctas": cfg.max_ctas_per_sm,
+        "warps": cfg.max_warps_per_sm // warps,
+        "sram": cfg.sram_bytes_per_sm // res.sram_bytes if res.sram_bytes else cfg.max_ctas_per_sm,
+        "registers": cfg.registers_per_sm // (regs * res.threads),
+    }
+    limiter = min(limits, key=lambda k: (limits[k], k))
+    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs,
+                     res.registers_per_thread > cfg.max_registers_per_thread)

@@ -1,0 +1,459 @@
+"""The SimPy timing model: CTAs on SMs, per-SM pipes, a shared L2 and a shared HBM channel.
+
+Each resident CTA is a SimPy process that walks its program's step list. Compute steps hold a
+pipe of their SM (tensor, or the SIMT pair vector+special-function) for the cycles ``cost.py``
+gives; a busy pipe makes the next CTA wait (FIFO). Loads are asynchronous: a pipelined loop
+issues the loads of iteration ``i + stages - 1`` when iteration ``i`` starts, and a CTA blocks
+only where it first uses a tile that has not arrived. A load's bytes go through the L2 (tags-only
+LRU in ``l2.py``); misses also cross the shared HBM channel. Bandwidth is modelled by reserving
+time on FIFO channels (HBM, L2, each SM's load port), latency is added on top.
+
+Speed: long launches are sampled (the first waves and the last waves are simulated, the steady
+middle is extrapolated from the measured rate) and long loops are coarsened (``loop_group``
+iterations per step). Both are reported in the result and measured against the full simulation
+in the tests; ``fidelity="full"`` turns them off.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import simpy
+
+from ...dsl import ir
+from ...hardware import GPUConfig
+from . import cost
+from .l2 import L2Cache
+
+TENSOR, SIMT = 0, 1
+
+
+# --------------------------------------------------------------------------- compiled step lists
+@dataclass
+class LoadDesc:
+    idx: int
+    tensor: str
+    offsets: tuple
+    shape: tuple
+    sram: bool
+
+
+@dataclass
+class LoopDesc:
+    start: ir.Expr
+    end: ir.Expr
+    step: int
+    stages: int
+    var: int
+    loads: list
+    body: list
+
+
+@dataclass
+class Schedule:
+    steps: list
+    loads: list
+    counts: dict        # per-iteration-independent totals are computed at run time
+
+
+def _compile(ops, shared: set, loads: list, names: dict):
+    """Turn ops into steps: ('simt', vec, sfu, tag) ('tensor', cycles, flops, tag) ('wait', idx)
+    ('issue', idx) ('store', desc) ('loop', LoopDesc). Costs are filled in later per config."""
+    steps = []
+    pending = {}        # value id -> load idx not yet waited for
+    alias = {}
+
+    def waits_for(vals):
+        out = []
+        for v in vals:
+            if isinstance(v, ir.Value):
+                vid = alias.get(v.id, v.id)
+                if vid in pending:
+                    out.append(("wait", pending.pop(vid)))
+        return out
+
+    for op in ops:
+        if isinstance(op, ir.Load):
+            d = LoadDesc(len(loads), op.tensor.name, op.offsets, op.out.shape, op.out.id in shared)
+            loads.append(d)
+            pending[op.out.id] = d.idx
+            steps.append(("issue", d.idx))
+            continue
+        if isinstance(op, (ir.Trans, ir.ExpandDims)):
+            alias[op.out.id] = alias.get(op.a.id, op.a.id)
+            continue
+        if isinstance(op, ir.Loop):
+            first = len(loads)
+            body = [s for s in _compile(op.body, shared, loads, names) if s[0] != "issue"]
+            steps.append(("loop", LoopDesc(op.start, op.end, op.step, max(1, op.stages), op.var,
+                                           list(range(first, len(loads))), body)))
+            continue
+        operands = [getattr(op, f) for f in op.__dataclass_fields__ if f != "out"]
+        steps.extend(waits_for(operands))
+        if isinstance(op, ir.Store):
+            steps.append(("store", op))
+        else:
+            steps.append(("op", op))
+    return steps
+
+
+def _cost_steps(steps, cfg: GPUConfig, num_warps: int):
+    """Merge consecutive compute ops into pipe steps with cycle costs."""
+    out = []
+    vec_rate = cfg.vector_ops_per_clk_per_sm
+    sfu_rate = cfg.sfu_ops_per_clk_per_sm
+    simt = None
+    for s in steps:
+        if s[0] == "op":
+            c = cost.op_cost(s[1], cfg, num_warps)
+            fl = cost.vector_flops(s[1])
+            if c.tensor_cycles:
+                if simt:
+                    out.append(simt)
+                    simt = None
+                out.append(("tensor", c.tensor_cycles, c.tensor_flops, "dot"))
+            elif c.vector_ops or c.sfu_ops:
+                if simt is None:
+                    simt = ["simt", 0.0, 0.0, 0.0, 0.0]
+                simt[1] += c.vector_ops / vec_rate
+                simt[2] += c.sfu_ops / sfu_rate
+                simt[3] += fl
+                simt[4] += c.sfu_ops
+            continue
+        if simt:
+            out.append(tuple(simt))
+            simt = None
+        if s[0] == "loop":
+            d = s[1]
+            out.append(("loop", LoopDesc(d.start, d.end, d.step, d.stages, d.var, d.loads,
+                                         _cost_steps(d.body, cfg, num_warps))))
+        else:
+            out.append(s)
+    if simt:
+        out.append(tuple(simt))
+    return [tuple(x) if isinstance(x, list) else x for x in out]
+
+
+def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
+    shared = cost._feeds_dot(program)
+    loads: list = []
+    raw = _compile(program.body, shared, loads, {})
+    return _cost_steps(raw, cfg, program.num_warps), loads
+
+
+# --------------------------------------------------------------------------- shared channels
+class Channel:
+    """A FIFO bandwidth server: a transfer of ``b`` bytes holds it for b / rate cycles."""
+
+    __slots__ = ("rate", "free_at", "busy", "log")
+
+    def __init__(self, bytes_per_cycle: float, log: bool = False):
+        self.rate = bytes_per_cycle
+        self.free_at = 0.0
+        self.busy = 0.0
+        self.log = [] if log else None
+
+    def transfer(self, nbytes: float, now: float) -> float:
+        start = self.free_at if self.free_at > now else now
+        dur = nbytes / self.rate
+        self.free_at = start + dur
+        self.busy += dur
+        if self.log is not None and nbytes:
+            self.log.append((start, self.free_at, nbytes))
+        return self.free_at
+
+
+class SM:
+    __slots__ = ("pipe_free", "pipe_busy", "port")
+
+    def __init__(self, port_rate: float):
+        self.pipe_free = [0.0, 0.0, 0.0]      # tensor, vector, sfu
+        self.pipe_busy = [0.0, 0.0, 0.0]
+        self.port = Channel(port_rate)
+
+
+@dataclass
+class Counters:
+    dram_read_bytes: float = 0.0
+    dram_write_bytes: float = 0.0
+    l2_read_bytes: float = 0.0
+    l2_hit_bytes: float = 0.0
+    l2_write_bytes: float = 0.0
+    sram_bytes: float = 0.0
+    tensor_flops: float = 0.0
+    vector_flops: float = 0.0
+    sfu_ops: float = 0.0
+
+    def add(self, o: "Counters", scale: float = 1.0):
+        for k in self.__dataclass_fields__:
+            setattr(self, k, getattr(self, k) + scale * getattr(o, k))
+
+
+# --------------------------------------------------------------------------- one launch
+class LaunchSim:
+    """Simulates one launch against a GPU config and an L2 that persists across launches."""
+
+    def __init__(self, launch: ir.Launch, cfg: GPUConfig, l2: L2Cache, addresses: dict, tensors: dict,
+                 fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16):
+        self.launch, self.cfg, self.l2 = launch, cfg, l2
+        self.occ = cost.occupancy(launch.program, cfg)
+        self.steps, self.loads = compile_program(launch.program, cfg)
+        self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
+        self.tensors = {p.name: p for p in launch.program.params}
+        self.fidelity = fidelity
+        self.timeline = timeline
+        self.loop_steps = loop_steps
+        self.grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
+        self.n_ctas = launch.num_programs
+        self.slots = min(self.n_ctas, cfg.sm_count * self.occ.ctas_per_sm)
+        self.events: list = []
+
+    # ---- work per CTA (loop trips), for sampling and extrapolation
+    def _pid(self, cid):
+        gx, gy, _ = self.grid
+        return (cid % gx, (cid // gx) % gy, cid // (gx * gy))
+
+    def _trips(self, pid):
+        total = 0
+        for s in self.steps:
+            if s[0] == "loop":
+                d = s[1]
+                a, b = ir.eval_expr(d.start, pid, {}), ir.eval_expr(d.end, pid, {})
+                total += max(0, -(-(b - a) // d.step))
+        return total
+
+    def _work(self, cid):
+        return 1 + self._trips(self._pid(cid))
+
+    def run(self):
+        cfg = self.cfg
+        clk = cfg.clock_hz
+        n, S = self.n_ctas, self.slots
+        order = list(range(n))
+        sampled = self.fidelity == "fast" and n > 6 * S
+        head = 3 * S
+        if sampled:
+            tail_n = 2 * S + (n % S)
+            order = list(range(head)) + list(range(n - tail_n, n))
+        self.max_trips = max(self._trips(self._pid(c)) for c in (order[:S] + order[-S:]))
+        self.group = 1 if self.fidelity == "full" else max(1, math.ceil(self.max_trips / self.loop_steps))
+
+        env = simpy.Environment()
+        self.env = env
+        self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=self.timeline)
+        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_write_bandwidth_bytes_per_s
+        self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=self.timeline)
+        self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
+        self.counters = Counters()
+        self.completions = []          # (time, work)
+        it = self._dispatch(order, head if sampled else None)
+        n_workers = min(S, len(order))
+        for slot in range(n_workers):
+            env.process(self._worker(slot, it))
+        env.run()
+        end = max([c[0] for c in self.completions] + [self.hbm.free_at, self.l2ch.free_at])
+        sim_work = sum(w for _, w in self.completions)
+        total_work = sim_work
+        extra = 0.0
+        if sampled:
+            total_work = sum(self._work(c) for c in range(n))
+            done = sorted(self.completions)
+            t_a, t_b = done[S - 1][0], done[head - 1][0]
+            w_win = sum(w for _, w in done[S:head])
+            rate = w_win / (t_b - t_a) if t_b > t_a else sim_work / end
+            extra = (total_work - sim_work) / rate
+            self.counters_scale = total_work / sim_work
+        else:
+            self.counters_scale = 1.0
+        total = Counters()
+        total.add(self.counters, self.counters_scale)
+        self.total_counters = total
+        self.cycles = end + extra
+        self.sampling = {"simulated_ctas": len(order), "total_ctas": n, "loop_group": self.group,
+                         "extrapolated_cycles": extra, "simulated_cycles": end}
+        return self
+
+    def _dispatch(self, order, head):
+        """CTA ids in launch order; at the jump over the skipped middle, the L2 is flushed when the
+        skipped CTAs would have streamed more unique data through it than it holds."""
+        for i, cid in enumerate(order):
+            if head is not None and i == head:
+                skipped = order[i] - order[i - 1] - 1
+                per_cta = (self.counters.l2_read_bytes + self.counters.l2_write_bytes) / max(1, len(self.completions))
+                touched = sum(self.tensors[p].nbytes for p in self.tensors)
+                if min(per_cta * skipped, touched * skipped / self.n_ctas) > self.l2.capacity_bytes:
+                    self.l2.flush()
+            yield cid
+
+    def _worker(self, slot, it):
+        sm_id = slot % self.cfg.sm_count
+        sm = self.sms[sm_id]
+        for cid in it:
+            t0 = self.env.now
+            yield from self._cta(cid, sm, sm_id)
+            self.completions.append((self.env.now, self._work(cid)))
+            if self.timeline:
+                self.events.append(("cta", sm_id, slot, cid, t0, self.env.now))
+
+    # ---- memory
+    def _load(self, d: LoadDesc, offs, now, sm, nrep=1, rep_axis=None):
+        """Issue one (possibly merged) tile load; returns its ready time."""
+        shape = d.shape
+        if nrep > 1:
+            shape = list(shape)
+            shape[rep_axis] *= nrep
+        t = self.tensors[d.tensor]
+        r = cost.tile_bytes_in_bounds(t, offs, tuple(shape))
+        if r is None:
+            return now
+        rows, row_bytes, first, pitch = r
+        nbytes = rows * row_bytes
+        hits, misses, hit_ready = self.l2.access(self.addr[d.tensor] + first, rows, pitch, row_bytes, now)
+        lines = hits + misses
+        miss_bytes = nbytes * misses / lines if lines else 0.0
+        c = self.counters
+        c.l2_read_bytes += nbytes
+        c.l2_hit_bytes += nbytes - miss_bytes
+        c.dram_read_bytes += miss_bytes
+        if d.sram:
+            c.sram_bytes += nbytes
+        cfg = self.cfg
+        ready = max(self.l2ch.transfer(nbytes, now), sm.port.transfer(nbytes, now)) + cfg.l2_latency_cycles
+        if hit_ready > ready:
+            ready = hit_ready
+        if misses:
+            fill = self.hbm.transfer(miss_bytes, now) + cfg.hbm_latency_cycles
+            self.l2.fill_done(fill)
+            ready = max(ready, fill)
+        return ready
+
+    def _store(self, op: ir.Store, pid, lv, now, sm):
+        offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+        t = self.tensors[op.tensor.name]
+        r = cost.tile_bytes_in_bounds(t, offs, op.value.shape)
+        if r is None:
+            return
+        rows, row_bytes, first, pitch = r
+        nbytes = rows * row_bytes
+        # write-allocate in L2 (a later kernel's read can hit), write through to HBM
+        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now)
+        self.l2.fill_done(now)
+        self.l2ch.transfer(nbytes, now)
+        self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
+        self.counters.dram_write_bytes += nbytes
+        self.counters.l2_write_bytes += nbytes
+
+    # ---- compute
+    def _compute(self, s, sm, now, scale=1.0):
+        """Reserve the pipe(s) for step ``s``; returns the finish time."""
+        pf = sm.pipe_free
+        c = self.counters
+        if s[0] == "tensor":
+            cyc = s[1] * scale
+            start = pf[0] if pf[0] > now else now
+            pf[0] = start + cyc
+            sm.pipe_busy[0] += cyc
+            c.tensor_flops += s[2] * scale
+            return pf[0]
+        vec, sfu = s[1] * scale, s[2] * scale
+        start = max(now, pf[1] if vec else now, pf[2] if sfu else now)
+        fin = start + max(vec, sfu)
+        if vec:
+            pf[1] = start + vec
+            sm.pipe_busy[1] += vec
+        if sfu:
+            pf[2] = start + sfu
+            sm.pipe_busy[2] += sfu
+        c.vector_flops += s[3] * scale
+        c.sfu_ops += s[4] * scale
+        return fin
+
+    def _cta(self, cid, sm, sm_id):
+        env = self.env
+        pid = self._pid(cid)
+        ready = {}
+        record = self.timeline
+        for s in self.steps:
+            kind = s[0]
+            if kind == "issue":
+                d = self.loads[s[1]]
+                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], env.now, sm)
+            elif kind == "wait":
+                t = ready.pop(s[1], 0.0)
+                if t > env.now:
+                    if record:
+                        self.events.append(("wait", sm_id, cid, env.now, t))
+                    yield env.timeout(t - env.now)
+            elif kind == "store":
+                self._store(s[1], pid, {}, env.now, sm)
+            elif kind == "loop":
+                yield from self._loop(s[1], pid, sm, sm_id, cid)
+            else:
+                fin = self._compute(s, sm, env.now)
+                if record:
+                    self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
+                yield env.timeout(fin - env.now)
+
+    def _loop(self, d: LoopDesc, pid, sm, sm_id, cid):
+        env = self.env
+        start, end = ir.eval_expr(d.start, pid, {}), ir.eval_expr(d.end, pid, {})
+        trips = max(0, -(-(end - start) // d.step))
+        if trips == 0:
+            return
+        g = self.group
+        nsup = -(-trips // g)
+        # affine offsets: offs(iteration j) = base + j * delta
+        aff = []
+        for li in d.loads:
+            ld = self.loads[li]
+            o0 = [ir.eval_expr(e, pid, {d.var: start}) for e in ld.offsets]
+            o1 = [ir.eval_expr(e, pid, {d.var: start + d.step}) for e in ld.offsets]
+            delta = [b - a for a, b in zip(o0, o1)]
+            lead = len(ld.offsets) - len(ld.shape)
+            axis = None
+            for ax in range(len(ld.shape)):
+                if delta[lead + ax] == ld.shape[ax] and all(x == 0 for k, x in enumerate(delta) if k != lead + ax):
+                    axis = ax
+            aff.append((ld, o0, delta, axis, lead))
+
+        def issue(j):
+            lo = j * g
+            k = min(g, trips - lo)
+            out = {}
+            for ld, o0, delta, axis, lead in aff:
+                offs = [a + lo * b for a, b in zip(o0, delta)]
+                if axis is not None or k == 1:
+                    out[ld.idx] = self._load(ld, offs, env.now, sm, k, axis)
+                else:
+                    t = env.now
+                    for r in range(k):
+                        t = max(t, self._load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], env.now, sm))
+                    out[ld.idx] = t
+            return out
+
+        inflight = {}
+        ahead = d.stages - 1
+        for j in range(min(ahead, nsup)):
+            inflight[j] = issue(j)
+        record = self.timeline
+        for j in range(nsup):
+            nxt = j + ahead
+            if nxt < nsup and nxt not in inflight:
+                inflight[nxt] = issue(nxt)
+            ready = inflight.pop(j)
+            scale = min(g, trips - j * g)
+            for s in d.body:
+                kind = s[0]
+                if kind == "wait":
+                    t = ready.get(s[1], 0.0)
+                    if t > env.now:
+                        if record:
+                            self.events.append(("wait", sm_id, cid, env.now, t))
+                        yield env.timeout(t - env.now)
+                elif kind == "store":
+                    self._store(s[1], pid, {d.var: start + j * g * d.step}, env.now, sm)
+                else:
+                    fin = self._compute(s, sm, env.now, scale)
+                    if record:
+                        self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
+                    yield env.timeout(fin - env.now)

@@ -1,0 +1,552 @@
+"""Triton backend: lowers IR programs to Triton source, runs and times whole workloads.
+
+This module owns the IR -> Triton translation. ``lower`` writes one readable ``@triton.jit``
+function per ``ir.Program`` (nothing is hand-written per kernel); ``run_workload`` executes a
+``Workload`` through torch tensors, on CUDA or on CPU under ``TRITON_INTERPRET=1``;
+``time_workload`` times it with ``triton.testing.do_bench``; ``main_triton_source`` prints the
+generated source of a built-in kernel.
+
+Semantics follow ``gpusim.backends.numpy_exec`` (the specification):
+
+* Tensor shapes and strides are concrete, so they are baked into the source as constants; each
+  kernel parameter is one pointer per ``TensorArg``.
+* Loads and stores are masked against the tensor bounds. A bound that interval analysis of the
+  index expressions proves always true (for the launch grid when one is given) is left out.
+  Leading (non-tiled) dims are scalar offsets, checked the same way.
+* bf16 arithmetic is computed in fp32 and rounded back, as the numpy executor emulates it;
+  transcendental ops and reductions compute in fp32 where the IR says the result is fp32.
+* ``maximum``/``minimum`` propagate NaN, as numpy does.
+* ``dot`` accumulates in fp32. fp32 operands use ``input_precision="ieee"`` (no TF32), which is
+  what matches numpy's fp32 matmul; fp16/bf16 operands use the tensor cores as usual.
+* A ``Loop`` becomes ``for iN in tl.range(start, end, step, num_stages=S)`` (plain ``range``
+  when nothing is pipelined) over tuple-assigned loop-carried variables; the launch passes
+  ``num_warps`` and ``num_stages`` (the deepest loop's stages).
+
+triton and torch are imported inside functions only, so importing this module is cheap.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+from ..dsl import ir
+
+TL_DTYPE = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32", "bool": "tl.int1"}
+_BIN_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+            "eq": "==", "ne": "!=", "and": "&", "or": "|"}
+_COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+_UNARY_FN = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
+             "rsqrt": "tl.rsqrt", "abs": "tl.abs"}
+_REDUCE_FN = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+_INF = math.inf
+_INT32_LIMIT = 2 ** 31
+
+
+class LoweringError(ValueError):
+    """The program cannot be expressed in Triton (non power-of-two tile, too-small dot, ...)."""
+
+
+# --------------------------------------------------------------------------- interval analysis
+def _mul_bound(x, y):
+    return 0 if x == 0 or y == 0 else x * y
+
+
+def _bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
+    """Inclusive (lo, hi) of an index expression; +-inf where unknown.
+
+    ``pid_hi`` holds the largest program id per grid axis (None: unbounded); ``loop_rng``
+    the inclusive range of each enclosing loop variable."""
+    op = e.op
+    if op == "const":
+        return e.args[0], e.args[0]
+    if op == "pid":
+        k = e.args[0]
+        if pid_hi is None:
+            return 0, _INF
+        return 0, pid_hi[k] if k < len(pid_hi) else 0
+    if op == "loopvar":
+        return loop_rng.get(e.args[0], (-_INF, _INF))
+    (alo, ahi), (blo, bhi) = (_bounds(x, pid_hi, loop_rng) for x in e.args)
+    if op == "add":
+        return alo + blo, ahi + bhi
+    if op == "sub":
+        return alo - bhi, ahi - blo
+    if op == "mul":
+        corners = [_mul_bound(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(corners), max(corners)
+    if op == "floordiv":
+        if blo == bhi and isinstance(blo, int) and blo > 0:
+            return tuple(v if math.isinf(v) else v // blo for v in (alo, ahi))
+        return -_INF, _INF
+    if op == "min":
+        return min(alo, blo), min(ahi, bhi)
+    if op == "max":
+        return max(alo, blo), max(ahi, bhi)
+    raise LoweringError(f"unknown index op {op!r}")
+
+
+def _loop_range(loop: ir.Loop, pid_hi, loop_rng: dict) -> tuple:
+    """Inclusive range of the loop variable over every iteration that runs."""
+    slo, shi = _bounds(loop.start, pid_hi, loop_rng)
+    _, ehi = _bounds(loop.end, pid_hi, loop_rng)
+    hi = ehi - 1
+    if slo == shi and not math.isinf(ehi):
+        hi = slo + max(0, (ehi - 1 - slo) // loop.step) * loop.step
+    return slo, max(slo, hi)
+
+
+# --------------------------------------------------------------------------- source emission
+def _float_lit(x: float) -> str:
+    x = float(x)
+    if math.isnan(x):
+        return "float('nan')"
+    if math.isinf(x):
+        return "float('inf')" if x > 0 else "float('-inf')"
+    return repr(x)
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def _fmt_meta(v) -> str:
+    return _float_lit(v) if isinstance(v, float) else repr(v)
+
+
+def launch_stages(program: ir.Program) -> int:
+    """``num_stages`` to launch with: the deepest software pipeline among the program's loops."""
+    return max([op.stages for op in ir.walk(program.body) if isinstance(op, ir.Loop)] or [1])
+
+
+class _Emitter:
+    def __init__(self, program: ir.Program, grid):
+        self.p = program
+        self.pid_hi = tuple(g - 1 for g in grid) if grid is not None else None
+        self.stages = launch_stages(program)
+        self.lines = []
+        self.n_access = 0
+        self.loop_names = {}
+        self.loop_rng = {}
+        self.ptr = {t.name: f"{_ident(t.name)}_ptr" for t in program.params}
+
+    # ----------------------------------------------------------------- helpers
+    def w(self, ind: int, text: str) -> None:
+        self.lines.append("    " * ind + text)
+
+    def expr(self, e: ir.Expr) -> str:
+        return ir.expr_str(e, ("pid0", "pid1", "pid2"), self.loop_names)
+
+    def bounds(self, e: ir.Expr) -> tuple:
+        return _bounds(e, self.pid_hi, self.loop_rng)
+
+    @staticmethod
+    def name(v: ir.Value) -> str:
+        return f"v{v.id}"
+
+    def as_dtype(self, x, dtype: str) -> str:
+        """Source for Value ``x`` converted to ``dtype`` (no-op when it already is)."""
+        return self.name(x) if x.dtype == dtype else f"{self.name(x)}.to({TL_DTYPE[dtype]})"
+
+    def operand(self, x, dtype: str, int_ok: bool = False) -> str:
+        """A Value cast to ``dtype``, or a constant literal (an int literal where ``int_ok``)."""
+        if isinstance(x, ir.Value):
+            return self.as_dtype(x, dtype)
+        if int_ok and float(x).is_integer():
+            return str(int(x))
+        return _float_lit(x)
+
+    # ----------------------------------------------------------------- memory access
+    def access(self, ind: int, tensor: ir.TensorArg, offsets: tuple, tile: tuple, what: str):
+        """Emit index vectors for a tile access; returns (pointer source, mask source or None)."""
+        for s in tile:
+            if not _is_pow2(s):
+                raise LoweringError(f"{self.p.name}: tile shape {tile} on {tensor.name}: Triton needs "
+                                    f"power-of-two tile dims")
+        self.n_access += 1
+        k = self.n_access
+        lead = len(tensor.shape) - len(tile)
+        strides = [1] * len(tensor.shape)
+        for d in range(len(tensor.shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * tensor.shape[d + 1]
+        wide = strides[0] * tensor.shape[0] >= _INT32_LIMIT     # element offsets need int64
+        desc, index_lines, terms, conds = [], [], [], []
+        for d, (off, size) in enumerate(zip(offsets, tensor.shape)):
+            o = self.expr(off)
+            lo, hi = self.bounds(off)
+            if d < lead:
+                desc.append(o)
+                shaped, extent = o, 1
+                if off.op == "const":
+                    if off.args[0]:
+                        terms.append(str(off.args[0] * strides[d]))
+                else:
+                    base = f"{o}.to(tl.int64)" if wide else o
+                    terms.append(base if strides[d] == 1 else f"{base} * {strides[d]}")
+            else:
+                t = d - lead
+                extent = tile[t]
+                desc.append(f"{o}:+{extent}")
+                idx = f"o{k}_{t}"
+                rng = f"tl.arange(0, {extent})"
+                index_lines.append(f"{idx} = {rng}" if off.op == "const" and off.args[0] == 0 else f"{idx} = {o} + {rng}")
+                shaped = idx if len(tile) == 1 else f"{idx}[:, None]" if t == 0 else f"{idx}[None, :]"
+                base = f"{shaped}.to(tl.int64)" if wide else shaped
+                terms.append(base if strides[d] == 1 else f"{base} * {strides[d]}")
+            if lo < 0:
+                conds.append(f"({shaped} >= 0)")
+            if hi + extent > size:
+                conds.append(f"({shaped} < {size})")
+        self.w(ind, f"# {what} {tensor.name}[{', '.join(desc)}]")
+        for line in index_lines:
+            self.w(ind, line)
+        ptr = " + ".join([self.ptr[tensor.name]] + terms)
+        return ptr, (" & ".join(conds) if conds else None)
+
+    # ----------------------------------------------------------------- ops
+    def emit_ops(self, ops, ind: int) -> None:
+        for op in ops:
+            getattr(self, "op_" + type(op).__name__.lower())(op, ind)
+
+    def op_load(self, op: ir.Load, ind):
+        ptr, mask = self.access(ind, op.tensor, op.offsets, op.out.shape, "load")
+        extra = f", mask={mask}, other={_float_lit(op.other)}" if mask else ""
+        self.w(ind, f"{self.name(op.out)} = tl.load({ptr}{extra})")
+
+    def op_store(self, op: ir.Store, ind):
+        ptr, mask = self.access(ind, op.tensor, op.offsets, op.value.shape, "store")
+        extra = f", mask={mask}" if mask else ""
+        self.w(ind, f"tl.store({ptr}, {self.as_dtype(op.value, op.tensor.dtype)}{extra})")
+
+    def op_full(self, op: ir.Full, ind):
+        fill = self.operand(op.fill, op.out.dtype, int_ok=op.out.dtype in ("int32", "bool"))
+        self.w(ind, f"{self.name(op.out)} = tl.full({list(op.out.shape)}, {fill}, {TL_DTYPE[op.out.dtype]})")
+
+    def op_iota(self, op: ir.Iota, ind):
+        shape = op.out.shape
+        n = shape[op.axis]
+        if not _is_pow2(n):
+            raise LoweringError(f"{self.p.name}: arange of length {n}: Triton needs a power of two")
+        src = f"tl.arange(0, {n})"
+        if not (op.start.op == "const" and op.start.args[0] == 0):
+            src = f"({self.expr(op.start)} + {src})"
+        if len(shape) > 1:
+            idx = ", ".join(":" if d == op.axis else "None" for d in range(len(shape)))
+            src = f"{src}[{idx}]"
+            if any(s != 1 for d, s in enumerate(shape) if d != op.axis):
+                src = f"tl.broadcast_to({src}, {list(shape)})"
+        self.w(ind, f"{self.name(op.out)} = {src}")
+
+    def op_binary(self, op: ir.Binary, ind):
+        out = op.out.dtype
+        vals = [x for x in (op.a, op.b) if isinstance(x, ir.Value)]
+        if op.op in ("and", "or"):
+            a, b = (self.name(x) if x.dtype == "bool" else f"({self.name(x)} != 0)" if isinstance(x, ir.Value)
+                    else str(bool(x)) for x in (op.a, op.b))
+            src = f"{a} {_BIN_SYM[op.op]} {b}"
+        else:
+            if op.op in _COMPARE:
+                dts = {x.dtype for x in vals}
+                comp = dts.pop() if len(dts) == 1 else "fp32"
+            else:
+                comp = "fp32" if out == "bf16" else out
+            a, b = (self.operand(x, comp, int_ok=comp == "int32") for x in (op.a, op.b))
+            if op.op in ("maximum", "minimum"):
+                nan = ", propagate_nan=tl.PropagateNan.ALL" if comp in ir.FLOAT_DTYPES else ""
+                src = f"tl.{op.op}({a}, {b}{nan})"
+            else:
+                src = f"{a} {_BIN_SYM[op.op]} {b}"
+            int_to_float = comp == "int32" and (op.op == "div" or any(
+                not isinstance(x, ir.Value) and not float(x).is_integer() for x in (op.a, op.b)))
+            if op.op not in _COMPARE and (comp != out or int_to_float):
+                src = f"({src}).to({TL_DTYPE[out]})"
+        self.w(ind, f"{self.name(op.out)} = {src}")
+
+    def op_unary(self, op: ir.Unary, ind):
+        x = self.as_dtype(op.a, op.out.dtype)
+        src = f"-{x}" if op.op == "neg" else f"{_UNARY_FN[op.op]}({x})"
+        self.w(ind, f"{self.name(op.out)} = {src}")
+
+    def op_where(self, op: ir.Where, ind):
+        cond = self.name(op.cond) if op.cond.dtype == "bool" else f"({self.name(op.cond)} != 0)"
+        out = op.out.dtype
+        a, b = (self.operand(x, out, int_ok=out == "int32") for x in (op.a, op.b))
+        src = f"tl.where({cond}, {a}, {b})"
+        if not any(isinstance(x, ir.Value) for x in (op.a, op.b)) and out != "fp32":
+            src = f"{src}.to({TL_DTYPE[out]})"
+        self.w(ind, f"{self.name(op.out)} = {src}")
+
+    def op_cast(self, op: ir.Cast, ind):
+        self.w(ind, f"{self.name(op.out)} = {self.as_dtype(op.a, op.out.dtype)}")
+
+    def op_reduce(self, op: ir.Reduce, ind):
+        x = self.as_dtype(op.a, op.out.dtype)
+        self.w(ind, f"{self.name(op.out)} = {_REDUCE_FN[op.op]}({x}, axis={op.axis})")
+
+    def op_expanddims(self, op: ir.ExpandDims, ind):
+        rank = len(op.a.shape)
+        if rank == 0:
+            src = f"tl.expand_dims({self.name(op.a)}, 0)"
+        else:
+            idx = [":"] * rank
+            idx.insert(op.axis, "None")
+            src = f"{self.name(op.a)}[{', '.join(idx)}]"
+        self.w(ind, f"{self.name(op.out)} = {src}")
+
+    def op_trans(self, op: ir.Trans, ind):
+        self.w(ind, f"{self.name(op.out)} = tl.trans({self.name(op.a)})")
+
+    def op_dot(self, op: ir.Dot, ind):
+        (m, k), (_, n) = op.a.shape, op.b.shape
+        if min(m, n, k) < 16:
+            raise LoweringError(f"{self.p.name}: dot of {op.a.shape} x {op.b.shape}: tl.dot needs every dim >= 16")
+        dts = {op.a.dtype, op.b.dtype}
+        if not dts <= set(ir.FLOAT_DTYPES):
+            raise LoweringError(f"{self.p.name}: dot of {'/'.join(sorted(dts))} operands is not supported")
+        comp = dts.pop() if len(dts) == 1 else "fp32"
+        args = [self.as_dtype(op.a, comp), self.as_dtype(op.b, comp)]
+        if op.acc is not None:
+            args.append(self.as_dtype(op.acc, "fp32"))
+        if comp == "fp32":
+            args.append('input_precision="ieee"')
+        self.w(ind, f"{self.name(op.out)} = tl.dot({', '.join(args)})")
+
+    def op_loop(self, op: ir.Loop, ind):
+        if op.step <= 0:
+            raise LoweringError(f"{self.p.name}: loop step {op.step} must be positive")
+        var = f"i{op.var}"
+        start, end = self.expr(op.start), self.expr(op.end)
+        rng = _loop_range(op, self.pid_hi, self.loop_rng)
+        carried = ", ".join(self.name(a) for a in op.args)
+        if op.args:
+            self.w(ind, f"{carried} = {', '.join(self.name(x) for x in op.init)}")
+        if op.stages == 1 and self.stages == 1:
+            head = f"range({start}, {end}, {op.step})"
+        else:
+            head = f"tl.range({start}, {end}, {op.step}, num_stages={op.stages})"
+        self.w(ind, f"for {var} in {head}:")
+        self.loop_names[op.var] = var
+        self.loop_rng[op.var] = rng
+        self.emit_ops(op.body, ind + 1)
+        if op.args:
+            self.w(ind + 1, f"{carried} = {', '.join(self.name(y) for y in op.yields)}")
+        elif not op.body:
+            self.w(ind + 1, "pass")
+        del self.loop_names[op.var], self.loop_rng[op.var]
+        if op.outs:
+            self.w(ind, f"{', '.join(self.name(o) for o in op.outs)} = {carried}")
+
+    # ----------------------------------------------------------------- whole function
+    def source(self, grid) -> str:
+        p = self.p
+        fn = f"{_ident(p.name)}_kernel"
+        meta = ", ".join(f"{k}={_fmt_meta(v)}" for k, v in p.meta.items())
+        self.w(0, f"# Generated by gpusim.backends.triton_backend from IR program {p.name!r}.")
+        self.w(0, f"# tile params: {meta or '(none)'}")
+        for t in p.params:
+            self.w(0, f"# {self.ptr[t.name]}: {t.dtype}{list(t.shape)} (contiguous)")
+        grid_txt = f"grid={tuple(grid)}, " if grid is not None else ""
+        self.w(0, f"# launch: {grid_txt}num_warps={p.num_warps}, num_stages={self.stages}")
+        self.w(0, "import triton")
+        self.w(0, "import triton.language as tl")
+        self.w(0, "")
+        self.w(0, "")
+        self.w(0, "@triton.jit")
+        self.w(0, f"def {fn}({', '.join(self.ptr[t.name] for t in p.params)}):")
+        for k in range(p.grid_rank):
+            self.w(1, f"pid{k} = tl.program_id({k})")
+        self.emit_ops(p.body, 1)
+        return "\n".join(self.lines) + "\n"
+
+
+def kernel_name(program: ir.Program) -> str:
+    """Name of the ``@triton.jit`` function that ``lower`` generates for ``program``."""
+    return f"{_ident(program.name)}_kernel"
+
+
+def lower(program: ir.Program, grid: tuple | None = None) -> str:
+    """Triton source (a module with one ``@triton.jit`` function) for ``program``.
+
+    ``grid``, when given, bounds ``program_id`` so that provably in-bounds masks are left out
+    and is named in the header; the source is then valid for that grid (or a smaller one)."""
+    if grid is not None and len(grid) < program.grid_rank:
+        raise LoweringError(f"{program.name}: grid {tuple(grid)} has fewer than {program.grid_rank} dims")
+    return _Emitter(program, grid).source(grid)
+
+
+# --------------------------------------------------------------------------- compile cache
+_MODULES: dict = {}
+
+
+def cache_dir() -> str:
+    """Directory holding generated kernel modules (``$GPUSIM_TRITON_CACHE`` or a per-user temp dir)."""
+    d = os.environ.get("GPUSIM_TRITON_CACHE") or os.path.join(tempfile.gettempdir(), f"gpusim_triton_{os.getuid()}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def load_kernel(source: str, name: str):
+    """The JIT function ``name`` defined by ``source``, imported from a cached .py file.
+
+    ``@triton.jit`` reads its function's source through ``inspect``, so the source is written to
+    a real module file keyed by its hash. Loaded modules are cached per process (and per
+    interpreter mode, which ``triton.jit`` fixes when the module is imported)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    key = (digest, _interpreting())
+    if key not in _MODULES:
+        path = os.path.join(cache_dir(), f"gpusim_{digest}.py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        modname = f"gpusim_triton_{digest}_{'interp' if key[1] else 'jit'}"
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+        _MODULES[key] = mod
+    return getattr(_MODULES[key], name)
+
+
+# --------------------------------------------------------------------------- running workloads
+def _torch_dtype(dtype: str):
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32,
+            "bool": torch.bool}[dtype]
+
+
+def _to_torch(arr: np.ndarray, t: ir.TensorArg, device: str):
+    import torch
+
+    if t.dtype == "bf16":
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).to(device=device, dtype=torch.bfloat16)
+    np_dt = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}[t.dtype]
+    return torch.from_numpy(np.ascontiguousarray(arr, dtype=np_dt)).to(device)
+
+
+def _to_numpy(x, t: ir.TensorArg) -> np.ndarray:
+    import torch
+
+    x = x.detach().cpu()
+    return (x.to(torch.float32) if t.dtype == "bf16" else x).numpy().copy()
+
+
+def _check_device(device: str) -> None:
+    if device == "cpu":
+        if not _interpreting():
+            raise RuntimeError("device='cpu' runs kernels in the Triton interpreter: set TRITON_INTERPRET=1 "
+                               "before triton is imported")
+    elif device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("device='cuda' but torch sees no CUDA device")
+    else:
+        raise ValueError(f"device must be 'cpu' (Triton interpreter) or 'cuda', got {device!r}")
+
+
+def _allocate(workload: ir.Workload, inputs: dict, device: str) -> dict:
+    import torch
+
+    mem = {}
+    for name, t in workload.tensors.items():
+        if name in inputs:
+            if tuple(np.shape(inputs[name])) != tuple(t.shape):
+                raise ValueError(f"input {name!r} has shape {np.shape(inputs[name])}, expected {t.shape}")
+            mem[name] = _to_torch(inputs[name], t, device)
+        elif t.dtype in ir.FLOAT_DTYPES:
+            mem[name] = torch.full(t.shape, float("nan"), dtype=_torch_dtype(t.dtype), device=device)
+        else:
+            mem[name] = torch.zeros(t.shape, dtype=_torch_dtype(t.dtype), device=device)
+    missing = [n for n in workload.inputs if n not in inputs]
+    if missing:
+        raise ValueError(f"missing inputs: {', '.join(missing)}")
+    return mem
+
+
+def _launchers(workload: ir.Workload, mem: dict) -> list:
+    """One (name, zero-argument launch function) per ``ir.Launch``, kernels compiled lazily."""
+    out = []
+    for launch in workload.launches:
+        prog = launch.program
+        kern = load_kernel(lower(prog, launch.grid), kernel_name(prog))
+        args = [mem[launch.bindings[t.name]] for t in prog.params]
+        opts = dict(num_warps=prog.num_warps, num_stages=launch_stages(prog))
+        grid = tuple(launch.grid)
+
+        def go(kern=kern, args=args, grid=grid, opts=opts):
+            kern[grid](*args, **opts)
+
+        out.append((launch.name, go))
+    return out
+
+
+def run_workload(workload: ir.Workload, inputs: dict, device: str = "cuda") -> dict:
+    """Run every launch in order; returns every tensor (inputs, intermediates, outputs) as numpy.
+
+    Non-input tensors start as NaN, so anything a kernel fails to write shows up. bf16 tensors
+    come back as float32 arrays holding bf16 values, as in ``numpy_exec``."""
+    _check_device(device)
+    mem = _allocate(workload, inputs, device)
+    for _, go in _launchers(workload, mem):
+        go()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    return {name: _to_numpy(mem[name], t) for name, t in workload.tensors.items()}
+
+
+def time_workload(workload: ir.Workload, inputs: dict, reps_ms: int = 100, warmup_ms: int = 25) -> dict:
+    """Median CUDA time of the whole workload and of each launch (``triton.testing.do_bench``,
+    which clears L2 before every repetition). Returns ``{"total_us", "per_launch_us": {name: us}}``."""
+    import triton.testing
+
+    _check_device("cuda")
+    mem = _allocate(workload, inputs, "cuda")
+    launchers = _launchers(workload, mem)
+    for _, go in launchers:
+        go()
+
+    def whole():
+        for _, g in launchers:
+            g()
+
+    def bench(fn):
+        return 1000.0 * float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=reps_ms, return_mode="median"))
+
+    per = {}
+    for name, go in launchers:
+        key, n = name, 1
+        while key in per:
+            n += 1
+            key = f"{name}#{n}"
+        per[key] = bench(go)
+    return {"total_us": bench(whole), "per_launch_us": per}
+
+
+def main_triton_source(kernel: str, params: dict) -> str:
+    """Generated Triton source of every launch of a built-in kernel, each headed by its name and grid."""
+    from .. import kernels
+
+    wl = kernels.build(kernel, params)
+    parts = [f"# ===== launch {launch.name}: grid={tuple(launch.grid)}\n{lower(launch.program, launch.grid)}"
+             for launch in wl.launches]
+    return "\n\n".join(parts)

@@ -1,0 +1,371 @@
+"""The gpusim IR: the one closed set of data types every backend consumes.
+
+A kernel body is traced once (see ``gpusim.dsl.builder``) into a ``Program``:
+a list of ops in SSA form over tile ``Value``s. Index arithmetic (offsets, loop
+bounds) is kept symbolic as ``Expr`` trees over ``program_id`` and loop
+variables, so the numpy executor, the SimPy timing model and the Triton
+lowering all read the same structure. Shapes are concrete: tile sizes are
+compile-time constants, as ``tl.constexpr`` values are in Triton.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+
+class MemorySpace(str, Enum):
+    """Where a tile lives; data movement is named by (source, destination)."""
+
+    HBM = "hbm"
+    L2 = "l2"
+    SRAM = "sram"
+    REGS = "regs"
+
+
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "bool": 1}
+FLOAT_DTYPES = ("fp16", "bf16", "fp32")
+
+
+# --------------------------------------------------------------------------- index expressions
+@dataclass(frozen=True)
+class Expr:
+    """Symbolic integer: op in const | pid | loopvar | add | sub | mul | floordiv | min | max."""
+
+    op: str
+    args: tuple
+
+    def _wrap(self, other):
+        return other if isinstance(other, Expr) else const(int(other))
+
+    def __add__(self, o):
+        return _fold("add", self, self._wrap(o))
+
+    def __radd__(self, o):
+        return _fold("add", self._wrap(o), self)
+
+    def __sub__(self, o):
+        return _fold("sub", self, self._wrap(o))
+
+    def __rsub__(self, o):
+        return _fold("sub", self._wrap(o), self)
+
+    def __mul__(self, o):
+        return _fold("mul", self, self._wrap(o))
+
+    def __rmul__(self, o):
+        return _fold("mul", self._wrap(o), self)
+
+    def __floordiv__(self, o):
+        return _fold("floordiv", self, self._wrap(o))
+
+    def __repr__(self):
+        return expr_str(self)
+
+
+IntLike = Union[int, Expr]
+
+_PY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+       "floordiv": lambda a, b: a // b, "min": min, "max": max}
+
+
+def const(v: int) -> Expr:
+    return Expr("const", (int(v),))
+
+
+def _fold(op: str, a: Expr, b: Expr) -> Expr:
+    if a.op == "const" and b.op == "const":
+        return const(_PY[op](a.args[0], b.args[0]))
+    if op in ("add", "sub") and b.op == "const" and b.args[0] == 0:
+        return a
+    if op == "add" and a.op == "const" and a.args[0] == 0:
+        return b
+    if op == "mul" and ((a.op == "const" and a.args[0] == 0) or (b.op == "const" and b.args[0] == 0)):
+        return const(0)
+    if op == "mul" and b.op == "const" and b.args[0] == 1:
+        return a
+    if op == "mul" and a.op == "const" and a.args[0] == 1:
+        return b
+    return Expr(op, (a, b))
+
+
+def as_expr(v: IntLike) -> Expr:
+    return v if isinstance(v, Expr) else const(int(v))
+
+
+def emin(a: IntLike, b: IntLike) -> Expr:
+    return _fold("min", as_expr(a), as_expr(b))
+
+
+def emax(a: IntLike, b: IntLike) -> Expr:
+    return _fold("max", as_expr(a), as_expr(b))
+
+
+def eval_expr(e: Expr, pid: tuple, loopvars: dict) -> int:
+    op = e.op
+    if op == "const":
+        return e.args[0]
+    if op == "pid":
+        return pid[e.args[0]]
+    if op == "loopvar":
+        return loopvars[e.args[0]]
+    return _PY[op](eval_expr(e.args[0], pid, loopvars), eval_expr(e.args[1], pid, loopvars))
+
+
+def expr_str(e: Expr, pid_names=("pid0", "pid1", "pid2"), loop_names=None) -> str:
+    """Python/Triton source text of an expression."""
+    op = e.op
+    if op == "const":
+        return str(e.args[0])
+    if op == "pid":
+        return pid_names[e.args[0]]
+    if op == "loopvar":
+        return (loop_names or {}).get(e.args[0], f"i{e.args[0]}")
+    a, b = (expr_str(x, pid_names, loop_names) for x in e.args)
+    if op in ("min", "max"):
+        return f"{op}({a}, {b})" if loop_names is None else f"tl.{'minimum' if op == 'min' else 'maximum'}({a}, {b})"
+    sym = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}[op]
+    return f"({a} {sym} {b})"
+
+
+def expr_uses(e: Expr, op: str) -> bool:
+    if e.op == op:
+        return True
+    return e.op not in ("const", "pid", "loopvar") and any(expr_uses(x, op) for x in e.args)
+
+
+# --------------------------------------------------------------------------- tensors and values
+@dataclass(frozen=True)
+class TensorArg:
+    """A kernel parameter that names an HBM tensor (shape and dtype are concrete)."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """An SSA tile value (or a 0-d scalar when shape == ())."""
+
+    id: int
+    shape: tuple
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+# --------------------------------------------------------------------------- ops (the closed set)
+# Pipes a computation occupies in the timing model; loads/stores use the memory system.
+ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
+ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs")
+SFU_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt")
+REDUCTIONS = ("sum", "max", "min")
+
+
+@dataclass(frozen=True, eq=False)
+class Load:
+    """HBM -> on-chip tile at ``offsets`` (one per tensor dim); the tile covers the last len(shape) dims.
+    Elements outside the tensor read as ``other`` (boundary masking)."""
+
+    out: Value
+    tensor: TensorArg
+    offsets: tuple
+    other: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class Store:
+    """On-chip tile -> HBM at ``offsets``; elements outside the tensor are not written."""
+
+    tensor: TensorArg
+    offsets: tuple
+    value: Value
+
+
+@dataclass(frozen=True, eq=False)
+class Full:
+    out: Value
+    fill: float
+
+
+@dataclass(frozen=True, eq=False)
+class Iota:
+    """Index tile: element value = start + position along ``axis``."""
+
+    out: Value
+    axis: int
+    start: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Binary:
+    """Elementwise ``op`` with numpy broadcasting; an operand may be a Python float constant."""
+
+    out: Value
+    op: str
+    a: object
+    b: object
+
+
+@dataclass(frozen=True, eq=False)
+class Unary:
+    out: Value
+    op: str
+    a: Value
+
+
+@dataclass(frozen=True, eq=False)
+class Where:
+    out: Value
+    cond: Value
+    a: object
+    b: object
+
+
+@dataclass(frozen=True, eq=False)
+class Cast:
+    out: Value
+    a: Value
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce:
+    out: Value
+    op: str
+    a: Value
+    axis: int
+
+
+@dataclass(frozen=True, eq=False)
+class ExpandDims:
+    out: Value
+    a: Value
+    axis: int
+
+
+@dataclass(frozen=True, eq=False)
+class Trans:
+    out: Value
+    a: Value
+
+
+@dataclass(frozen=True, eq=False)
+class Dot:
+    """out = a @ b (+ acc), fp32 accumulation on the tensor pipe."""
+
+    out: Value
+    a: Value
+    b: Value
+    acc: Value | None
+
+
+@dataclass(frozen=True, eq=False)
+class Loop:
+    """for var in range(start, end, step), pipelined ``stages`` deep, with loop-carried values.
+
+    ``args`` are the body's names for the carried values, ``init`` their initial values,
+    ``yields`` the values the body passes to the next iteration, ``outs`` the final values."""
+
+    var: int
+    start: Expr
+    end: Expr
+    step: int
+    stages: int
+    init: tuple
+    args: tuple
+    body: tuple
+    yields: tuple
+    outs: tuple
+
+
+OPS = (Load, Store, Full, Iota, Binary, Unary, Where, Cast, Reduce, ExpandDims, Trans, Dot, Loop)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A traced kernel: its tensor parameters, body ops and launch-independent metadata."""
+
+    name: str
+    params: tuple           # TensorArg, in call order
+    body: tuple             # ops
+    num_warps: int = 4
+    grid_rank: int = 1
+    meta: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: a program, its grid, and which workload tensor binds each parameter."""
+
+    name: str
+    program: Program
+    grid: tuple
+    bindings: dict          # param name -> workload tensor name
+
+    @property
+    def num_programs(self) -> int:
+        n = 1
+        for g in self.grid:
+            n *= g
+        return n
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A sequence of launches over named HBM tensors."""
+
+    name: str
+    tensors: dict           # name -> TensorArg
+    inputs: tuple
+    outputs: tuple
+    launches: tuple
+    params: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def walk(ops):
+    """Yield every op, descending into loop bodies."""
+    for op in ops:
+        yield op
+        if isinstance(op, Loop):
+            yield from walk(op.body)
+
+
+def format_program(p: Program) -> str:
+    """Readable one-line-per-op listing (used for golden tests and debugging)."""
+    lines = [f"program {p.name}({', '.join(f'{t.name}: {t.dtype}{list(t.shape)}' for t in p.params)})"]
+
+    def v(x):
+        return f"%{x.id}" if isinstance(x, Value) else repr(x)
+
+    def emit(ops, ind):
+        for op in ops:
+            pad = "  " * ind
+            if isinstance(op, Load):
+                lines.append(f"{pad}{v(op.out)}: {op.out.dtype}{list(op.out.shape)} = load {op.tensor.name}{list(op.offsets)}")
+            elif isinstance(op, Store):
+                lines.append(f"{pad}store {op.tensor.name}{list(op.offsets)} <- {v(op.value)}")
+            elif isinstance(op, Loop):
+                lines.append(f"{pad}{', '.join(v(o) for o in op.outs)} = for i{op.var} in range({op.start!r}, {op.end!r}, {op.step}) stages={op.stages} "
+                             f"carry({', '.join(v(a) + '=' + v(i) for a, i in zip(op.args, op.init))}):")
+                emit(op.body, ind + 1)
+                lines.append(f"{pad}  yield {', '.join(v(y) for y in op.yields)}")
+            else:
+                fields = [f for f in op.__dataclass_fields__ if f != "out"]
+                desc = " ".join(v(getattr(op, f)) if isinstance(getattr(op, f), Value) else f"{f}={getattr(op, f)!r}" for f in fields)
+                lines.append(f"{pad}{v(op.out)}: {op.out.dtype}{list(op.out.shape)} = {type(op).__name__.lower()} {desc}")
+
+    emit(p.body, 1)
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""Immutable results: per-launch counters, per-point totals, and timeline events.
+
+Column names follow Nsight Compute where one fits (dram bytes read/written, L2 hit rate).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
+METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
+                  "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "max_rel_err",
+                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas")
+KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
+                  "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
+                  "simulated_ctas", "total_ctas", "loop_group")
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """One launch: where it ran, how long it took, what it moved."""
+
+    launch: str
+    grid: tuple
+    ctas_per_sm: int
+    occupancy_limiter: str
+    waves: float
+    time_us: float
+    cycles: float
+    dram_read_bytes: float
+    dram_write_bytes: float
+    l2_read_bytes: float
+    l2_hit_bytes: float
+    sram_read_bytes: float
+    tensor_flops: float
+    vector_flops: float
+    sfu_ops: float
+    tensor_busy: float
+    vector_busy: float
+    sfu_busy: float
+    simulated_ctas: int
+    total_ctas: int
+    loop_group: int
+    start_us: float = 0.0
+
+    @property
+    def flops(self) -> float:
+        return self.tensor_flops + self.vector_flops
+
+    @property
+    def l2_hit_rate(self) -> float:
+        return self.l2_hit_bytes / self.l2_read_bytes if self.l2_read_bytes else 0.0
+
+    def row(self, point: int) -> dict:
+        return {"point": point, "launch": self.launch, "grid": "x".join(map(str, self.grid)),
+                "ctas_per_sm": self.ctas_per_sm, "occupancy_limiter": self.occupancy_limiter,
+                "waves": round(self.waves, 3), "time_us": _r(self.time_us),
+                "dram_read_bytes": int(round(self.dram_read_bytes)), "dram_write_bytes": int(round(self.dram_write_bytes)),
+                "l2_read_bytes": int(round(self.l2_read_bytes)), "l2_hit_rate": round(self.l2_hit_rate, 4),
+                "flops": int(round(self.flops)), "tensor_busy": round(self.tensor_busy, 4),
+                "vector_busy": round(self.vector_busy, 4), "sfu_busy": round(self.sfu_busy, 4),
+                "simulated_ctas": self.simulated_ctas, "total_ctas": self.total_ctas, "loop_group": self.loop_group}
+
+
+def _r(x: float, digits: int = 4) -> float:
+    """Round to ``digits`` significant digits so CSVs are stable and readable."""
+    if x == 0 or x != x:
+        return x
+    from math import floor, log10
+
+    return round(x, max(0, digits - 1 - int(floor(log10(abs(x))))))
+
+
+@dataclass(frozen=True)
+class Result:
+    """One simulated point. ``status`` is ok, infeasible or error; numbers are None unless ok."""
+
+    gpu: str
+    kernel: str
+    params: dict
+    status: str
+    reason: str = ""
+    kernels: tuple = ()
+    time_us: float | None = None
+    max_rel_err: float | None = None
+    hbm_bandwidth_bytes_per_s: float | None = None
+    peak_flops_per_s: float | None = None
+    ridge_flop_per_byte: float | None = None
+    timeline: tuple = field(default=(), repr=False, compare=False)
+    clock_hz: float | None = None
+
+    def _sum(self, f):
+        return sum(getattr(k, f) for k in self.kernels)
+
+    dram_read_bytes = property(lambda self: self._sum("dram_read_bytes"))
+    dram_write_bytes = property(lambda self: self._sum("dram_write_bytes"))
+    l2_read_bytes = property(lambda self: self._sum("l2_read_bytes"))
+    sram_read_bytes = property(lambda self: self._sum("sram_read_bytes"))
+    tensor_flops = property(lambda self: self._sum("tensor_flops"))
+    flops = property(lambda self: self._sum("flops"))
+
+    @property
+    def dram_bytes(self) -> float:
+        return self.dram_read_bytes + self.dram_write_bytes
+
+    @property
+    def l2_hit_rate(self) -> float:
+        r = self.l2_read_bytes
+        return self._sum("l2_hit_bytes") / r if r else 0.0
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.time_us * 1e-6) / 1e12 if self.time_us else 0.0
+
+    @property
+    def dram_gbps(self) -> float:
+        return self.dram_bytes / (self.time_us * 1e-6) / 1e9 if self.time_us else 0.0
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.dram_bytes if self.dram_bytes else float("inf")
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.arithmetic_intensity >= self.ridge_flop_per_byte else "memory"
+
+    def launch(self, name: str) -> KernelResult:
+        for k in self.kernels:
+            if k.launch == name:
+                return k
+        raise KeyError(name)
+
+    def row(self, param_names=None) -> dict:
+        """Flat dict for results.csv (parameters first, empty where the kernel does not take one)."""
+        names = param_names if param_names is not None else list(self.params)
+        row = {"gpu": self.gpu, "kernel": self.kernel}
+        for n in names:
+            row[n] = self.params.get(n, "")
+        ok = self.status == "ok"
+        row.update({
+            "status": self.status, "reason": self.reason,
+            "time_us": _r(self.time_us) if ok else "",
+            "dram_read_bytes": int(round(self.dram_read_bytes)) if ok else "",
+            "dram_write_bytes": int(round(self.dram_write_bytes)) if ok else "",
+            "l2_read_bytes": int(round(self.l2_read_bytes)) if ok else "",
+            "l2_hit_rate": round(self.l2_hit_rate, 4) if ok else "",
+            "flops": int(round(self.flops)) if ok else "",
+            "tflops": _r(self.tflops) if ok else "",
+            "dram_gbps": _r(self.dram_gbps) if ok else "",
+            "arithmetic_intensity": _r(self.arithmetic_intensity) if ok else "",
+            "bound": self.bound if ok else "",
+            "max_rel_err": ("%.3g" % self.max_rel_err) if self.max_rel_err is not None else "",
+            "sram_read_bytes": int(round(self.sram_read_bytes)) if ok else "",
+            "tensor_flops": int(round(self.tensor_flops)) if ok else "",
+            "sampled_ctas": sum(k.simulated_ctas for k in self.kernels) if ok else "",
+            "total_ctas": sum(k.total_ctas for k in self.kernels) if ok else "",
+        })
+        return row
+
+    def summary(self) -> str:
+        if self.status != "ok":
+            return f"{self.kernel} on {self.gpu}: {self.status}: {self.reason}"
+        lines = [f"{self.kernel} on {self.gpu}: {self.time_us:.1f} us, {self.dram_bytes / 1e9:.3f} GB DRAM, "
+                 f"{self.tflops:.1f} TFLOP/s, {self.bound}-bound (AI {self.arithmetic_intensity:.1f} FLOP/B, "
+                 f"ridge {self.ridge_flop_per_byte:.0f})"]
+        for k in self.kernels:
+            lines.append(f"  {k.launch:8s} grid {'x'.join(map(str, k.grid)):>14s} {k.ctas_per_sm} CTA/SM "
+                         f"({k.occupancy_limiter}) {k.waves:7.2f} waves {k.time_us:10.1f} us "
+                         f"DRAM r {k.dram_read_bytes / 1e6:9.1f} MB w {k.dram_write_bytes / 1e6:9.1f} MB "
+                         f"L2 hit {k.l2_hit_rate:5.1%}")
+        return "\n".join(lines)
