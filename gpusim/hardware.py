@@ -11,9 +11,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-if not CONFIG_DIR.is_dir():  # installed as a wheel: configs are shipped as package data
-    CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
 
 
 class TileEfficiency(BaseModel):

@@ -18,6 +18,8 @@ Semantics follow ``gpusim.backends.numpy_exec`` (the specification):
 * ``maximum``/``minimum`` propagate NaN, as numpy does.
 * ``dot`` accumulates in fp32. fp32 operands use ``input_precision="ieee"`` (no TF32), which is
   what matches numpy's fp32 matmul; fp16/bf16 operands use the tensor cores as usual.
+* Under the Triton interpreter (device="cpu") bf16 results can differ from numpy by one bf16
+  ulp: the interpreter's fp32 -> bf16 conversion truncates where GPUs round to nearest even.
 * A ``Loop`` becomes ``for iN in tl.range(start, end, step, num_stages=S)`` (plain ``range``
   when nothing is pipelined) over tuple-assigned loop-carried variables; the launch passes
   ``num_warps`` and ``num_stages`` (the deepest loop's stages).
@@ -46,7 +48,7 @@ _UNARY_FN = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.lo
              "rsqrt": "tl.rsqrt", "abs": "tl.abs"}
 _REDUCE_FN = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _INF = math.inf
-_INT32_LIMIT = 2 ** 31
+_WIDE_INDEX_ELEMS = 2 ** 30     # tensors this large index in int64 (headroom for masked indices past the end)
 
 
 class LoweringError(ValueError):
@@ -131,8 +133,9 @@ def launch_stages(program: ir.Program) -> int:
 
 
 class _Emitter:
-    def __init__(self, program: ir.Program, grid):
+    def __init__(self, program: ir.Program, grid, interpreter: bool):
         self.p = program
+        self.interpreter = interpreter
         self.pid_hi = tuple(g - 1 for g in grid) if grid is not None else None
         self.stages = launch_stages(program)
         self.lines = []
@@ -180,7 +183,7 @@ class _Emitter:
         strides = [1] * len(tensor.shape)
         for d in range(len(tensor.shape) - 2, -1, -1):
             strides[d] = strides[d + 1] * tensor.shape[d + 1]
-        wide = strides[0] * tensor.shape[0] >= _INT32_LIMIT     # element offsets need int64
+        wide = strides[0] * tensor.shape[0] >= _WIDE_INDEX_ELEMS
         desc, index_lines, terms, conds = [], [], [], []
         for d, (off, size) in enumerate(zip(offsets, tensor.shape)):
             o = self.expr(off)
@@ -188,11 +191,16 @@ class _Emitter:
             if d < lead:
                 desc.append(o)
                 shaped, extent = o, 1
-                if off.op == "const":
+                if lo < 0 or hi >= size:
+                    # A checked leading index becomes a 1-element block: the interpreter mis-types
+                    # masks broadcast from scalar comparisons.
+                    shaped = f"l{k}_{d}"
+                    index_lines.append(f"{shaped} = {o} + tl.arange(0, 1)")
+                if off.op == "const" and shaped == o:
                     if off.args[0]:
                         terms.append(str(off.args[0] * strides[d]))
                 else:
-                    base = f"{o}.to(tl.int64)" if wide else o
+                    base = f"{shaped}.to(tl.int64)" if wide else shaped
                     terms.append(base if strides[d] == 1 else f"{base} * {strides[d]}")
             else:
                 t = d - lead
@@ -240,7 +248,9 @@ class _Emitter:
             raise LoweringError(f"{self.p.name}: arange of length {n}: Triton needs a power of two")
         src = f"tl.arange(0, {n})"
         if not (op.start.op == "const" and op.start.args[0] == 0):
-            src = f"({self.expr(op.start)} + {src})"
+            src = f"{self.expr(op.start)} + {src}"
+            if len(shape) > 1:
+                src = f"({src})"
         if len(shape) > 1:
             idx = ", ".join(":" if d == op.axis else "None" for d in range(len(shape)))
             src = f"{src}[{idx}]"
@@ -260,7 +270,8 @@ class _Emitter:
                 dts = {x.dtype for x in vals}
                 comp = dts.pop() if len(dts) == 1 else "fp32"
             else:
-                comp = "fp32" if out == "bf16" else out
+                comp = out
+            comp = "fp32" if comp == "bf16" else comp
             a, b = (self.operand(x, comp, int_ok=comp == "int32") for x in (op.a, op.b))
             if op.op in ("maximum", "minimum"):
                 nan = ", propagate_nan=tl.PropagateNan.ALL" if comp in ir.FLOAT_DTYPES else ""
@@ -274,8 +285,12 @@ class _Emitter:
         self.w(ind, f"{self.name(op.out)} = {src}")
 
     def op_unary(self, op: ir.Unary, ind):
-        x = self.as_dtype(op.a, op.out.dtype)
-        src = f"-{x}" if op.op == "neg" else f"{_UNARY_FN[op.op]}({x})"
+        out = op.out.dtype
+        if op.op == "neg" and out == "bf16":
+            src = f"(-{self.as_dtype(op.a, 'fp32')}).to(tl.bfloat16)"
+        else:
+            x = self.as_dtype(op.a, out)
+            src = f"-{x}" if op.op == "neg" else f"{_UNARY_FN[op.op]}({x})"
         self.w(ind, f"{self.name(op.out)} = {src}")
 
     def op_where(self, op: ir.Where, ind):
@@ -315,6 +330,8 @@ class _Emitter:
         if not dts <= set(ir.FLOAT_DTYPES):
             raise LoweringError(f"{self.p.name}: dot of {'/'.join(sorted(dts))} operands is not supported")
         comp = dts.pop() if len(dts) == 1 else "fp32"
+        if comp == "bf16" and self.interpreter:
+            comp = "fp32"
         args = [self.as_dtype(op.a, comp), self.as_dtype(op.b, comp)]
         if op.acc is not None:
             args.append(self.as_dtype(op.acc, "fp32"))
@@ -350,7 +367,6 @@ class _Emitter:
     # ----------------------------------------------------------------- whole function
     def source(self, grid) -> str:
         p = self.p
-        fn = f"{_ident(p.name)}_kernel"
         meta = ", ".join(f"{k}={_fmt_meta(v)}" for k, v in p.meta.items())
         self.w(0, f"# Generated by gpusim.backends.triton_backend from IR program {p.name!r}.")
         self.w(0, f"# tile params: {meta or '(none)'}")
@@ -358,12 +374,14 @@ class _Emitter:
             self.w(0, f"# {self.ptr[t.name]}: {t.dtype}{list(t.shape)} (contiguous)")
         grid_txt = f"grid={tuple(grid)}, " if grid is not None else ""
         self.w(0, f"# launch: {grid_txt}num_warps={p.num_warps}, num_stages={self.stages}")
+        if self.interpreter:
+            self.w(0, "# target: TRITON_INTERPRET=1 (bf16 dot operands widened to fp32)")
         self.w(0, "import triton")
         self.w(0, "import triton.language as tl")
         self.w(0, "")
         self.w(0, "")
         self.w(0, "@triton.jit")
-        self.w(0, f"def {fn}({', '.join(self.ptr[t.name] for t in p.params)}):")
+        self.w(0, f"def {kernel_name(p)}({', '.join(self.ptr[t.name] for t in p.params)}):")
         for k in range(p.grid_rank):
             self.w(1, f"pid{k} = tl.program_id({k})")
         self.emit_ops(p.body, 1)
@@ -375,14 +393,16 @@ def kernel_name(program: ir.Program) -> str:
     return f"{_ident(program.name)}_kernel"
 
 
-def lower(program: ir.Program, grid: tuple | None = None) -> str:
+def lower(program: ir.Program, grid: tuple | None = None, *, interpreter: bool = False) -> str:
     """Triton source (a module with one ``@triton.jit`` function) for ``program``.
 
     ``grid``, when given, bounds ``program_id`` so that provably in-bounds masks are left out
-    and is named in the header; the source is then valid for that grid (or a smaller one)."""
+    and is named in the header; the source is then valid for that grid (or a smaller one).
+    ``interpreter`` targets ``TRITON_INTERPRET=1``, whose ``tl.dot`` multiplies bf16 operands
+    as raw bits: there bf16 dot operands are widened to fp32 first (exact, so same result)."""
     if grid is not None and len(grid) < program.grid_rank:
         raise LoweringError(f"{program.name}: grid {tuple(grid)} has fewer than {program.grid_rank} dims")
-    return _Emitter(program, grid).source(grid)
+    return _Emitter(program, grid, interpreter).source(grid)
 
 
 # --------------------------------------------------------------------------- compile cache
@@ -486,7 +506,7 @@ def _launchers(workload: ir.Workload, mem: dict) -> list:
     out = []
     for launch in workload.launches:
         prog = launch.program
-        kern = load_kernel(lower(prog, launch.grid), kernel_name(prog))
+        kern = load_kernel(lower(prog, launch.grid, interpreter=_interpreting()), kernel_name(prog))
         args = [mem[launch.bindings[t.name]] for t in prog.params]
         opts = dict(num_warps=prog.num_warps, num_stages=launch_stages(prog))
         grid = tuple(launch.grid)

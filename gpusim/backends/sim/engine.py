@@ -193,6 +193,8 @@ class Counters:
 class LaunchSim:
     """Simulates one launch against a GPU config and an L2 that persists across launches."""
 
+    _owners = 0
+
     def __init__(self, launch: ir.Launch, cfg: GPUConfig, l2: L2Cache, addresses: dict, tensors: dict,
                  fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16):
         self.launch, self.cfg, self.l2 = launch, cfg, l2
@@ -230,22 +232,30 @@ class LaunchSim:
         clk = cfg.clock_hz
         n, S = self.n_ctas, self.slots
         order = list(range(n))
-        sampled = self.fidelity == "fast" and n > 6 * S
-        head = 3 * S
+        # sample: 4 waves from the start (the window between the end of wave 1 and the dispatch of
+        # the first tail CTA is the steady state), then the last full wave and the partial one
+        sampled = self.fidelity == "fast" and n > 8 * S
+        head = 4 * S
         if sampled:
-            tail_n = 2 * S + (n % S)
+            tail_n = S + (n % S)
             order = list(range(head)) + list(range(n - tail_n, n))
         self.max_trips = max(self._trips(self._pid(c)) for c in (order[:S] + order[-S:]))
         self.group = 1 if self.fidelity == "full" else max(1, math.ceil(self.max_trips / self.loop_steps))
 
         env = simpy.Environment()
         self.env = env
+        self.l2.new_launch()
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=self.timeline)
         self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_write_bandwidth_bytes_per_s
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=self.timeline)
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
         self.counters = Counters()
         self.completions = []          # (time, work)
+        LaunchSim._owners += 1
+        self.tail_owner = LaunchSim._owners
+        self.who = 0
+        self._snap_at = (S, head - S) if sampled else ()
+        self._snap = []
         it = self._dispatch(order, head if sampled else None)
         n_workers = min(S, len(order))
         for slot in range(n_workers):
@@ -258,15 +268,31 @@ class LaunchSim:
         if sampled:
             total_work = sum(self._work(c) for c in range(n))
             done = sorted(self.completions)
-            t_a, t_b = done[S - 1][0], done[head - 1][0]
-            w_win = sum(w for _, w in done[S:head])
+            t_a, t_b = done[S - 1][0], done[head - S - 1][0]
+            w_win = sum(w for _, w in done[S:head - S])
             rate = w_win / (t_b - t_a) if t_b > t_a else sim_work / end
-            extra = (total_work - sim_work) / rate
             self.counters_scale = total_work / sim_work
+            # the skipped middle moves what the steady window moved per unit of work
+            c = Counters()
+            c.add(self._snap[1])
+            c.add(self._snap[0], -1.0)
+            skipped = Counters()
+            skipped.add(c, (total_work - sim_work) / w_win)
+            # ... and can go no faster than the shared channels carry those bytes
+            hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * self.hbm_write_rate_ratio) / self.hbm.rate
+            l2_cycles = (skipped.l2_read_bytes + skipped.l2_write_bytes) / self.l2ch.rate
+            extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles)
+            # the skipped middle streamed its unique data through the L2: if that is more than the L2
+            # holds, only lines the tail CTAs touched survive it
+            touched = sum(self.tensors[p].nbytes for p in self.tensors) * (n - len(order)) / n
+            if min(skipped.l2_read_bytes + skipped.l2_write_bytes, touched) > self.l2.capacity_bytes:
+                self.l2.keep_only(self.tail_owner)
         else:
             self.counters_scale = 1.0
         total = Counters()
-        total.add(self.counters, self.counters_scale)
+        total.add(self.counters)
+        if sampled:
+            total.add(skipped)
         self.total_counters = total
         self.cycles = end + extra
         self.sampling = {"simulated_ctas": len(order), "total_ctas": n, "loop_group": self.group,
@@ -274,15 +300,10 @@ class LaunchSim:
         return self
 
     def _dispatch(self, order, head):
-        """CTA ids in launch order; at the jump over the skipped middle, the L2 is flushed when the
-        skipped CTAs would have streamed more unique data through it than it holds."""
+        """CTA ids in launch order; CTAs after the skipped middle touch the L2 as a new owner."""
         for i, cid in enumerate(order):
             if head is not None and i == head:
-                skipped = order[i] - order[i - 1] - 1
-                per_cta = (self.counters.l2_read_bytes + self.counters.l2_write_bytes) / max(1, len(self.completions))
-                touched = sum(self.tensors[p].nbytes for p in self.tensors)
-                if min(per_cta * skipped, touched * skipped / self.n_ctas) > self.l2.capacity_bytes:
-                    self.l2.flush()
+                self.who = self.tail_owner
             yield cid
 
     def _worker(self, slot, it):
@@ -292,11 +313,15 @@ class LaunchSim:
             t0 = self.env.now
             yield from self._cta(cid, sm, sm_id)
             self.completions.append((self.env.now, self._work(cid)))
+            if len(self.completions) in self._snap_at:
+                snap = Counters()
+                snap.add(self.counters)
+                self._snap.append(snap)
             if self.timeline:
                 self.events.append(("cta", sm_id, slot, cid, t0, self.env.now))
 
     # ---- memory
-    def _load(self, d: LoadDesc, offs, now, sm, nrep=1, rep_axis=None):
+    def _load(self, d: LoadDesc, offs, now, sm, who, nrep=1, rep_axis=None):
         """Issue one (possibly merged) tile load; returns its ready time."""
         shape = d.shape
         if nrep > 1:
@@ -308,7 +333,7 @@ class LaunchSim:
             return now
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
-        hits, misses, hit_ready = self.l2.access(self.addr[d.tensor] + first, rows, pitch, row_bytes, now)
+        hits, misses, hit_ready = self.l2.access(self.addr[d.tensor] + first, rows, pitch, row_bytes, now, who)
         lines = hits + misses
         miss_bytes = nbytes * misses / lines if lines else 0.0
         c = self.counters
@@ -327,7 +352,7 @@ class LaunchSim:
             ready = max(ready, fill)
         return ready
 
-    def _store(self, op: ir.Store, pid, lv, now, sm):
+    def _store(self, op: ir.Store, pid, lv, now, who):
         offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
         t = self.tensors[op.tensor.name]
         r = cost.tile_bytes_in_bounds(t, offs, op.value.shape)
@@ -336,7 +361,7 @@ class LaunchSim:
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
         # write-allocate in L2 (a later kernel's read can hit), write through to HBM
-        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now)
+        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)
         self.l2.fill_done(now)
         self.l2ch.transfer(nbytes, now)
         self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
@@ -371,13 +396,14 @@ class LaunchSim:
     def _cta(self, cid, sm, sm_id):
         env = self.env
         pid = self._pid(cid)
+        who = self.who
         ready = {}
         record = self.timeline
         for s in self.steps:
             kind = s[0]
             if kind == "issue":
                 d = self.loads[s[1]]
-                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], env.now, sm)
+                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], env.now, sm, who)
             elif kind == "wait":
                 t = ready.pop(s[1], 0.0)
                 if t > env.now:
@@ -385,16 +411,16 @@ class LaunchSim:
                         self.events.append(("wait", sm_id, cid, env.now, t))
                     yield env.timeout(t - env.now)
             elif kind == "store":
-                self._store(s[1], pid, {}, env.now, sm)
+                self._store(s[1], pid, {}, env.now, who)
             elif kind == "loop":
-                yield from self._loop(s[1], pid, sm, sm_id, cid)
+                yield from self._loop(s[1], pid, sm, sm_id, cid, who)
             else:
                 fin = self._compute(s, sm, env.now)
                 if record:
                     self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
                 yield env.timeout(fin - env.now)
 
-    def _loop(self, d: LoopDesc, pid, sm, sm_id, cid):
+    def _loop(self, d: LoopDesc, pid, sm, sm_id, cid, who):
         env = self.env
         start, end = ir.eval_expr(d.start, pid, {}), ir.eval_expr(d.end, pid, {})
         trips = max(0, -(-(end - start) // d.step))
@@ -423,11 +449,11 @@ class LaunchSim:
             for ld, o0, delta, axis, lead in aff:
                 offs = [a + lo * b for a, b in zip(o0, delta)]
                 if axis is not None or k == 1:
-                    out[ld.idx] = self._load(ld, offs, env.now, sm, k, axis)
+                    out[ld.idx] = self._load(ld, offs, env.now, sm, who, k, axis)
                 else:
                     t = env.now
                     for r in range(k):
-                        t = max(t, self._load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], env.now, sm))
+                        t = max(t, self._load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], env.now, sm, who))
                     out[ld.idx] = t
             return out
 
@@ -451,7 +477,7 @@ class LaunchSim:
                             self.events.append(("wait", sm_id, cid, env.now, t))
                         yield env.timeout(t - env.now)
                 elif kind == "store":
-                    self._store(s[1], pid, {d.var: start + j * g * d.step}, env.now, sm)
+                    self._store(s[1], pid, {d.var: start + j * g * d.step}, env.now, who)
                 else:
                     fin = self._compute(s, sm, env.now, scale)
                     if record:

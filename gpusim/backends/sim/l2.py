@@ -12,7 +12,8 @@ from numba import njit
 
 
 @njit(cache=True)
-def _access(tags, stamps, ready, clock, miss_slots, base, nrows, pitch, row_bytes, line_bytes, nsets, ways, now):
+def _access(tags, stamps, ready, owner, clock, miss_slots, base, nrows, pitch, row_bytes, line_bytes, nsets, ways, now,
+            who):
     hits = 0
     misses = 0
     latest_ready = 0.0
@@ -32,6 +33,7 @@ def _access(tags, stamps, ready, clock, miss_slots, base, nrows, pitch, row_byte
             if found >= 0:
                 hits += 1
                 stamps[row + found] = clock[0]
+                owner[row + found] = who
                 if ready[row + found] > latest_ready:
                     latest_ready = ready[row + found]
             else:
@@ -44,6 +46,7 @@ def _access(tags, stamps, ready, clock, miss_slots, base, nrows, pitch, row_byte
                 tags[row + victim] = line
                 stamps[row + victim] = clock[0]
                 ready[row + victim] = now
+                owner[row + victim] = who
                 if misses < miss_slots.shape[0]:
                     miss_slots[misses] = row + victim
                 misses += 1
@@ -67,6 +70,7 @@ class L2Cache:
         self.tags = np.full(n, -1, dtype=np.int64)
         self.stamps = np.zeros(n, dtype=np.int64)
         self.ready = np.zeros(n, dtype=np.float64)
+        self.owner = np.zeros(n, dtype=np.int64)     # who touched the line last (see keep_only)
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)
         self._pending = 0
@@ -75,16 +79,22 @@ class L2Cache:
     def capacity_bytes(self) -> int:
         return self.nsets * self.ways * self.line_bytes
 
-    def flush(self) -> None:
-        """Invalidate every line (the data a skipped, sampled-out stretch of CTAs would have evicted)."""
-        self.tags[:] = -1
-        self.stamps[:] = 0
+    def new_launch(self) -> None:
+        """Every launch has its own clock starting at 0: data left by earlier launches is ready."""
         self.ready[:] = 0.0
 
-    def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float):
-        hits, misses, latest = _access(self.tags, self.stamps, self.ready, self.clock, self._miss_slots, int(base),
-                                       int(nrows), int(pitch), int(row_bytes), self.line_bytes, self.nsets, self.ways,
-                                       float(now))
+    def keep_only(self, who: int) -> None:
+        """Invalidate every line last touched by anyone but ``who``: what a skipped, sampled-out
+        stretch of CTAs would have evicted, while lines the later CTAs re-used stay."""
+        stale = self.owner != who
+        self.tags[stale] = -1
+        self.stamps[stale] = 0
+        self.ready[stale] = 0.0
+
+    def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0):
+        hits, misses, latest = _access(self.tags, self.stamps, self.ready, self.owner, self.clock, self._miss_slots,
+                                       int(base), int(nrows), int(pitch), int(row_bytes), self.line_bytes, self.nsets,
+                                       self.ways, float(now), int(who))
         self._pending = misses
         return hits, misses, latest
 

@@ -1,0 +1,128 @@
+"""Timing model: traffic against closed forms, physical floors, sampling against full simulation."""
+import math
+
+import pytest
+
+import gpusim
+from gpusim.hardware import load_gpu
+
+GPUS = ("a100", "h100", "h200")
+
+
+def naive_closed_form_bytes(b, h, n, d, es=2):
+    s = b * h * n * n * es
+    qkvo = 4 * b * h * n * d * es
+    # qk writes S; scale reads and writes it; softmax reads it and writes P; pv reads P
+    return 6 * s + qkvo
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("b,h,n", [(4, 16, 1024), (1, 8, 4096)])
+def test_naive_dram_matches_closed_form(gpu, b, h, n):
+    """The essay's regime: S (here >= 134 MB) is larger than the L2, so every crossing reaches HBM."""
+    r = gpusim.simulate("attention_naive", gpu, batch=b, heads=h, seq_len=n, head_dim=64, check=False)
+    assert r.dram_bytes == pytest.approx(naive_closed_form_bytes(b, h, n, 64), rel=0.05)
+
+
+def test_naive_small_scores_hit_l2():
+    """When S fits in the L2 (16 x 1024^2 x 2 B = 34 MB < 50 MB on h100), scale/softmax re-reads hit it."""
+    r = gpusim.simulate("attention_naive", "h100", batch=2, heads=8, seq_len=1024, head_dim=64, check=False)
+    assert r.dram_bytes < 0.95 * naive_closed_form_bytes(2, 8, 1024, 64)
+    assert r.launch("scale").l2_hit_rate > 0.5
+
+
+@pytest.mark.parametrize("block_m", [16, 32, 64, 128])
+def test_flash_traffic_follows_tile_size(block_m):
+    """SRAM<-L2 bytes = Q once + K and V once per query block (Theta(N^2 d^2 / M)); DRAM stays near
+    the compulsory Q+K+V+O because K/V re-reads hit L2."""
+    b, h, n, d = 1, 8, 4096, 64
+    r = gpusim.simulate("attention_flash", "h100", batch=b, heads=h, seq_len=n, head_dim=d, BLOCK_M=block_m,
+                        BLOCK_N=64, check=False)
+    tile = b * h * n * d * 2
+    assert r.l2_read_bytes == pytest.approx(tile * (1 + 2 * math.ceil(n / block_m)), rel=0.02)
+    assert r.dram_write_bytes == pytest.approx(tile, rel=0.01)
+    assert 3 * tile * 0.99 <= r.dram_read_bytes <= 3 * tile * 1.3
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("kernel,p", [
+    ("attention_naive", dict(batch=1, heads=8, seq_len=2048)),
+    ("attention_flash", dict(batch=2, heads=8, seq_len=2048)),
+    ("attention_flash", dict(batch=2, heads=8, seq_len=2048, causal=True, BLOCK_M=64)),
+    ("elementwise_chain", dict(n=1 << 22)),
+    ("matmul", dict(M=2048, N=2048, K=2048)),
+])
+def test_no_kernel_beats_its_floor(gpu, kernel, p):
+    cfg = load_gpu(gpu)
+    r = gpusim.simulate(kernel, gpu, check=False, **p)
+    for k in r.kernels:
+        t = k.cycles / cfg.clock_hz
+        floor_mem = k.dram_read_bytes / cfg.hbm_read_bandwidth_bytes_per_s + k.dram_write_bytes / cfg.hbm_write_bandwidth_bytes_per_s
+        floor_flops = k.tensor_flops / cfg.tensor_flops_per_s[p.get("dtype", "fp16")]
+        assert t >= max(floor_mem, floor_flops) * (1 - 1e-9), k.launch
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("n", [1024, 2048, 8192])
+def test_flash_faster_than_naive(gpu, n):
+    p = dict(batch=2, heads=16, seq_len=n, head_dim=64, check=False)
+    assert gpusim.simulate("attention_flash", gpu, **p).time_us < gpusim.simulate("attention_naive", gpu, **p).time_us
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_elementwise_fusion_ratio(gpu):
+    def ratio(n):
+        return (gpusim.simulate("elementwise_chain", gpu, n=n).time_us
+                / gpusim.simulate("elementwise_fused", gpu, n=n).time_us)
+    big, mid, small = ratio(1 << 28), ratio(1 << 20), ratio(1 << 10)
+    assert 2.7 <= big <= 3.05
+    assert 1.8 <= small <= 2.3
+    assert small < mid < big
+
+
+@pytest.mark.parametrize("kernel,p,tol", [
+    ("attention_flash", dict(batch=1, heads=16, seq_len=2048, head_dim=64), 0.05),
+    ("attention_flash", dict(batch=16, heads=32, seq_len=1024, head_dim=64, BLOCK_M=64), 0.05),
+    ("attention_flash", dict(batch=4, heads=32, seq_len=2048, head_dim=64, causal=True, BLOCK_M=64), 0.05),
+    ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64), 0.05),
+    ("matmul", dict(M=8192, N=8192, K=512), 0.05),
+])
+def test_sampling_matches_full_simulation(kernel, p, tol):
+    fast = gpusim.simulate(kernel, "h100", check=False, **p)
+    full = gpusim.simulate(kernel, "h100", check=False, fidelity="full", **p)
+    assert any(k.simulated_ctas < k.total_ctas or k.loop_group > 1 for k in fast.kernels), "no approximation was used"
+    assert all(k.simulated_ctas == k.total_ctas and k.loop_group == 1 for k in full.kernels)
+    assert fast.time_us == pytest.approx(full.time_us, rel=tol)
+    assert fast.dram_bytes == pytest.approx(full.dram_bytes, rel=tol)
+
+
+def test_infeasible_tile_is_reported_not_simulated():
+    r = gpusim.simulate("attention_flash", "h100", head_dim=256, BLOCK_M=256, BLOCK_N=256, num_stages=3)
+    assert r.status == "infeasible"
+    assert "KiB of SRAM per CTA, h100 allows 227 KiB" in r.reason
+    assert r.time_us is None
+
+
+def test_occupancy_limits():
+    r = gpusim.simulate("attention_flash", "h100", batch=1, heads=4, seq_len=1024, head_dim=128, BLOCK_M=128,
+                        BLOCK_N=128, num_stages=3, check=False)
+    k = r.kernels[0]
+    # Q 32 KiB + 3 stages x (K 32 KiB + V 32 KiB) = 224 KiB: one CTA per SM, limited by SRAM
+    assert (k.ctas_per_sm, k.occupancy_limiter) == (1, "sram")
+
+
+def test_launch_overhead_is_counted():
+    cfg = load_gpu("h100")
+    r = gpusim.simulate("elementwise_chain", "h100", n=128)
+    assert r.time_us >= 3 * cfg.launch_overhead_us + cfg.sync_overhead_us
+
+
+def test_determinism_of_results():
+    a = gpusim.simulate("attention_flash", "a100", batch=1, heads=8, seq_len=2048, check=False)
+    b = gpusim.simulate("attention_flash", "a100", batch=1, heads=8, seq_len=2048, check=False)
+    assert a.row() == b.row() and [k.row(0) for k in a.kernels] == [k.row(0) for k in b.kernels]
+
+
+def test_check_runs_on_small_problems():
+    r = gpusim.simulate("attention_flash", "h100", batch=1, heads=1, seq_len=100, head_dim=32, BLOCK_M=32, BLOCK_N=32)
+    assert r.max_rel_err is not None and r.max_rel_err <= 2e-3
