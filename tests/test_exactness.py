@@ -15,7 +15,7 @@ def _run(kernel, inputs, **p):
     return numpy_exec.execute(w, inputs), w
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seq_len=st.integers(1, 200), head_dim=st.sampled_from([16, 32, 40, 64]), heads=st.integers(1, 2),
        block_m=st.sampled_from([16, 32, 64]), block_n=st.sampled_from([16, 32, 64]), causal=st.booleans(),
        seed=st.integers(0, 10_000))
