@@ -1,6 +1,9 @@
 """Command line: ``gpusim gpus | kernels | run | triton-source | calibrate | validate``.
 
-Bad input exits with code 2 and a one-line message; nothing already computed is lost.
+Exit codes: 0 when every point is ok or infeasible; 1 when some point errored (everything is still
+written) or a worker died; 2 for bad input (a one-line message naming the file, the field, the
+bad value and what is allowed, never a traceback); 130 on Ctrl-C and 143 on SIGTERM. Nothing
+already computed is lost: finished points are saved as they finish.
 """
 from __future__ import annotations
 
@@ -11,7 +14,22 @@ from pathlib import Path
 
 
 class UsageError(Exception):
-    pass
+    """A command-line mistake; main() prints it as one line and exits with code 2."""
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so the run stops its workers and exits like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _cmd_gpus(args):
@@ -40,17 +58,27 @@ def _cmd_kernels(args):
 
 
 def _cmd_run(args):
-    from .scenario import format_table, load_scenario, run_scenario
+    from .scenario import format_table, load_scenario, prepare_out, run_scenario
 
+    executor = args.executor or ("dask" if args.scheduler else "local")
+    if executor == "local" and args.scheduler:
+        raise UsageError(f"--scheduler {args.scheduler}: only used with --executor dask")
+    if executor == "dask" and not args.scheduler:
+        raise UsageError("--executor dask needs --scheduler ADDRESS (e.g. tcp://HOST:8786)")
     sc = load_scenario(args.scenario, args.set)
     out = Path(args.out or Path("results") / Path(args.scenario).stem)
     if args.timeline and len(sc.points) != 1:
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
-    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-    print(f"gpusim run {sc.name}: {len(sc.points)} point(s) -> {out}", file=sys.stderr)
-    rows, krows = run_scenario(sc, out, jobs=jobs, force=args.force, executor=args.executor,
-                               scheduler=args.scheduler)
+    prepare_out(out)
+    if executor == "dask":
+        from .executors import check_scheduler
+
+        check_scheduler(args.scheduler)
+    jobs = args.jobs if args.jobs is not None else _cores()
+    where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
+    print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
+    rows, krows = run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor, scheduler=args.scheduler)
     print(format_table(rows, sc.param_names))
     written = [out / "results.csv", out / "kernels.csv", out / "manifest.json"]
     if not args.no_plots:
@@ -69,7 +97,28 @@ def _cmd_run(args):
 
             written += timeline.write_timeline(result, out, fmt=args.format)
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
-    return 0 if all(r.get("status") == "ok" for r in rows) or rows else 1
+    errors = sum(r.get("status") == "error" for r in rows)
+    if errors:
+        print(f"gpusim: {errors} of {len(rows)} point(s) failed (status=error in {out / 'results.csv'})",
+              file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
 
 
 def _parse_sets(pairs):
@@ -80,7 +129,11 @@ def _parse_sets(pairs):
         if "=" not in a:
             raise UsageError(f"--set {a!r}: expected NAME=VALUE, e.g. --set seq_len=1024")
         k, v = a.split("=", 1)
-        params[k.strip().removeprefix("params.")] = yaml.safe_load(v)
+        try:
+            params[k.strip().removeprefix("params.")] = yaml.safe_load(v)
+        except yaml.YAMLError as e:
+            raise UsageError(f"--set {a!r}: value {v!r} is not valid YAML "
+                             f"({getattr(e, 'problem', None) or e})") from None
     return params
 
 
@@ -111,7 +164,7 @@ def _cmd_validate(args):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
+    ap = _Parser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
     from . import __version__
 
     ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
@@ -119,13 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("gpus", help="list GPU configs and their key numbers").set_defaults(fn=_cmd_gpus)
     sub.add_parser("kernels", help="list built-in kernels and their parameters").set_defaults(fn=_cmd_kernels)
     r = sub.add_parser("run", help="run a scenario YAML (sweeps, CSVs, plots)")
-    r.add_argument("scenario")
-    r.add_argument("--out", help="output directory (default results/<scenario name>)")
-    r.add_argument("--jobs", type=int, default=None, help="parallel processes (default: all cores)")
-    r.add_argument("--force", action="store_true", help="recompute points that are already saved")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario field, e.g. params.head_dim=128")
-    r.add_argument("--executor", choices=("local", "dask"), default="local")
-    r.add_argument("--scheduler", help="dask scheduler address for --executor dask")
+    r.add_argument("scenario", help="scenario YAML file (examples in scenarios/)")
+    r.add_argument("--out", help="output directory (default results/<scenario file name without .yaml>)")
+    r.add_argument("--jobs", type=_positive_int, default=None,
+                   help="parallel processes (default: all cores; 1 runs the points in this process)")
+    r.add_argument("--force", action="store_true", help="recompute points that are already saved in --out")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario field (dotted path, YAML value), e.g. params.head_dim=128 or "
+                        "sweep.seq_len=[512,1024]; repeatable")
+    r.add_argument("--executor", choices=("local", "dask"), default=None,
+                   help="where points run: local processes (default) or a dask.distributed cluster")
+    r.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, e.g. tcp://HOST:8786 "
+                   "(implies --executor dask)")
     r.add_argument("--timeline", action="store_true", help="write timeline.json (Chrome trace) and timeline.png")
     r.add_argument("--format", choices=("png", "svg"), default="png", help="plot format")
     r.add_argument("--no-plots", action="store_true", help="skip plots")
@@ -151,12 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    import signal
+    import threading
+
     from .hardware import ConfigError
     from .kernels import KernelParamError
-    from .scenario import ScenarioError
+    from .scenario import RunError, ScenarioError
 
     ap = build_parser()
     args = ap.parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.fn(args) or 0
     except (ScenarioError, ConfigError, UsageError) as e:
@@ -165,9 +229,15 @@ def main(argv=None) -> int:
     except KernelParamError as e:
         print(f"gpusim: error: {e.field}: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except RunError as e:
+        print(f"gpusim: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
         print("gpusim: interrupted; finished points are saved, re-run the same command to resume", file=sys.stderr)
-        return 130
+        return 143 if isinstance(e, _Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

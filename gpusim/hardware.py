@@ -63,6 +63,9 @@ class GPUConfig(BaseModel):
     tensor_flops_per_s: dict[str, PositiveFloat]
     fp32_flops_per_s: PositiveFloat
     sfu_ops_per_clk_per_sm: PositiveFloat
+    # measured lane-ops per clock per SM by IR op class (mul, add, maximum, compare_where, cast,
+    # reduce_sum, reduce_max); a class not listed runs at the FP32 rate
+    simt_lane_ops_per_clk_per_sm: dict[str, PositiveFloat] = {}
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

@@ -1,9 +1,12 @@
 """Scenario YAML -> validated points -> results (CSV rows), with caching and parallel execution.
 
 A scenario names a GPU, a kernel, its params and an optional sweep (a cartesian product over any
-of params, ``gpu`` and ``kernel``). Every finished point is saved under ``DIR/points/KEY.json``
-as it finishes; the key hashes everything that determines the result (point, GPU config, gpusim
-version), so re-running skips finished points and an interrupted sweep loses nothing.
+of params, ``gpu`` and ``kernel``). ``load_scenario`` validates everything before any work starts:
+a mistake raises ``ScenarioError`` with one line naming the file, the field path, the bad value
+and what is allowed. ``run_scenario`` saves every finished point under ``DIR/points/KEY.json``
+(atomically) as it finishes; the key hashes everything that determines the result (point, GPU
+config, gpusim version), so re-running skips finished points and an interrupted sweep loses
+nothing. Points run serially, in a local process pool, or on a dask cluster (``executors``).
 """
 from __future__ import annotations
 
@@ -12,15 +15,17 @@ import hashlib
 import itertools
 import json
 import os
+import re
+import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from . import __version__
-from .hardware import ConfigError, available_gpus, load_gpu
+from .hardware import ConfigError, GPUConfig, load_gpu
 from .kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
 from .result import KERNEL_COLUMNS, METRIC_COLUMNS
 
@@ -31,22 +36,26 @@ class ScenarioError(ValueError):
     """Bad scenario input: the message is one line naming file, field, value and what is allowed."""
 
 
-def _err(src, field, msg):
-    return ScenarioError(f"{src}: {field}: {msg}")
+class RunError(RuntimeError):
+    """The run could not finish (a worker process died, the cluster failed); finished points are saved."""
 
 
 def _did_you_mean(word, options):
-    close = difflib.get_close_matches(str(word), list(options), n=1)
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 @dataclass(frozen=True)
 class Point:
+    """One simulation: everything that determines its result. ``config`` is the loaded GPU, carried
+    along so workers (local or remote) need not find the GPU YAML themselves."""
+
     gpu: str
     kernel: str
     params: dict
     check: object
     fidelity: str
+    config: GPUConfig | None = field(default=None, compare=False, repr=False)
 
     def key(self, config_hash: str) -> str:
         blob = json.dumps({"gpu": self.gpu, "kernel": self.kernel, "params": self.params, "check": self.check,
@@ -63,8 +72,10 @@ class Scenario:
     points: list
     param_names: list
     config_hashes: dict
+    overrides: list = field(default_factory=list)
 
 
+# --------------------------------------------------------------------------- reading and validating
 def read_yaml(path: str | Path) -> dict:
     p = Path(path)
     try:
@@ -73,6 +84,9 @@ def read_yaml(path: str | Path) -> dict:
         raise ScenarioError(f"{p}: file not found") from None
     except IsADirectoryError:
         raise ScenarioError(f"{p}: is a directory, expected a scenario YAML file") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{p}: not a text file (byte {e.start} is not UTF-8); "
+                            f"expected a scenario YAML file") from None
     except OSError as e:
         raise ScenarioError(f"{p}: cannot read: {e.strerror}") from None
     try:
@@ -81,111 +95,190 @@ def read_yaml(path: str | Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
         raise ScenarioError(f"{p}: YAML syntax error at {where}: {getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        raise ScenarioError(f"{p}: the file is empty; expected a mapping with keys {', '.join(TOP_KEYS)}")
     if not isinstance(data, dict):
-        raise ScenarioError(f"{p}: expected a mapping with keys {', '.join(TOP_KEYS)}, got {type(data).__name__}")
+        raise ScenarioError(f"{p}: expected a mapping with keys {', '.join(TOP_KEYS)}, "
+                            f"got a {type(data).__name__}: {_short(data)}")
     return data
 
 
+def _short(v, n=60) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
 def apply_set(data: dict, assignments: list, src: str = "--set") -> dict:
-    """Apply ``key=value`` overrides (dotted paths; values parsed as YAML)."""
-    data = json.loads(json.dumps(data))
+    """Apply ``key=value`` overrides (dotted paths; values parsed as YAML) to a copy of ``data``."""
+    data = json.loads(json.dumps(data, default=str))
     for a in assignments or []:
         if "=" not in a:
-            raise ScenarioError(f"{src}: {a!r}: expected KEY=VALUE, e.g. params.head_dim=128")
+            raise ScenarioError(f"{src} {a!r}: expected KEY=VALUE with a dotted field path, "
+                                f"e.g. params.head_dim=128 or sweep.seq_len=[512,1024]")
         key, raw = a.split("=", 1)
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise ScenarioError(f"{src} {a!r}: empty field path {key.strip()!r}; expected e.g. params.head_dim=128")
         try:
             val = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            val = raw
-        parts = key.strip().split(".")
+        except yaml.YAMLError as e:
+            raise ScenarioError(f"{src} {a!r}: {key.strip()}: value {raw!r} is not valid YAML "
+                                f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
         cur = data
-        for part in parts[:-1]:
-            if not isinstance(cur.get(part, {}), dict):
-                raise ScenarioError(f"{src}: {key}: {part} is not a mapping")
-            cur = cur.setdefault(part, {})
+        for depth, part in enumerate(parts[:-1]):
+            nxt = cur.get(part)
+            if nxt is None:
+                nxt = cur[part] = {}
+            elif not isinstance(nxt, dict):
+                raise ScenarioError(f"{src} {a!r}: {'.'.join(parts[:depth + 1])} is {_short(nxt)}, "
+                                    f"not a mapping, so it has no field {parts[depth + 1]!r}")
+            cur = nxt
         cur[parts[-1]] = val
     return data
 
 
-def _check_value(src, field, kernel, name, val):
-    """Validate one parameter value against a kernel that takes it."""
+def _expected(pname: str) -> str:
+    """What a parameter accepts, in words (from the first kernel that takes it)."""
+    for spec in KERNELS.values():
+        p = spec.param(pname)
+        if p is None:
+            continue
+        if p.choices:
+            return f"one of {', '.join(map(str, p.choices))}"
+        if p.kind is bool:
+            return "true or false"
+        if p.kind is int:
+            return "a positive integer" if p.positive else "an integer"
+        return "a string"
+    return "a value"
+
+
+class _Checker:
+    """Builds one-line errors; a field that came from ``--set`` says so."""
+
+    def __init__(self, src: str, overrides: list):
+        self.src = src
+        self.sets = [(a.split("=", 1)[0].strip(), a) for a in overrides or [] if "=" in a]
+
+    def err(self, fld: str, msg: str) -> ScenarioError:
+        base = re.sub(r"\[\d+\]", "", fld)
+        for key, a in self.sets:
+            if base == key or base.startswith(key + ".") or key.startswith(base + "."):
+                return ScenarioError(f"{self.src}: {fld} (from --set {a}): {msg}")
+        return ScenarioError(f"{self.src}: {fld}: {msg}")
+
+
+def _check_value(ck: _Checker, fld: str, kernels: list, name: str, val):
+    """Validate one parameter value against every kernel in the scenario that takes it."""
+    if val is None:
+        raise ck.err(fld, f"no value given; expected {_expected(name)}")
+    for k in kernels:
+        if KERNELS[k].param(name) is None:
+            continue
+        try:
+            resolve_params(k, {name: val})
+        except KernelParamError as e:
+            raise ck.err(fld, str(e)) from None
+
+
+def _load_gpu(g: str) -> GPUConfig:
+    """``load_gpu`` with a did-you-mean for unknown fields in a GPU YAML given by path."""
     try:
-        resolve_params(kernel, {name: val})
-    except KernelParamError as e:
-        raise _err(src, field, str(e)) from None
+        return load_gpu(g)
+    except ConfigError as e:
+        m = re.search(r"field (\w+): Extra inputs are not permitted", str(e))
+        if not m:
+            raise
+        fields = list(GPUConfig.model_fields)
+        raise ConfigError(f"{g}: unknown field {m.group(1)!r}{_did_you_mean(m.group(1), fields)}; "
+                          f"GPU fields: {', '.join(fields)}") from None
 
 
 def load_scenario(path: str | Path, overrides: list | None = None, data: dict | None = None) -> Scenario:
+    """Read, override (``--set``) and validate a scenario; expand its sweep into points."""
     src = str(path)
+    ck = _Checker(src, overrides)
+    err = ck.err
     data = apply_set(read_yaml(path) if data is None else data, overrides)
     for k in data:
         if k not in TOP_KEYS:
-            raise _err(src, k, f"unknown key{_did_you_mean(k, TOP_KEYS)}; allowed: {', '.join(TOP_KEYS)}")
+            hint = (f" (did you mean 'params.{k}'?)" if k in ALL_PARAM_NAMES else _did_you_mean(k, TOP_KEYS))
+            raise err(str(k), f"unknown key{hint}; allowed: {', '.join(TOP_KEYS)}")
     name = data.get("name", Path(src).stem)
-    if not isinstance(name, str):
-        raise _err(src, "name", f"must be a string, got {name!r}")
-    params = data.get("params") or {}
+    if not isinstance(name, str) or not name:
+        raise err("name", f"must be a non-empty string, got {_short(name)}")
+    if not isinstance(data.get("description", ""), str):
+        raise err("description", f"must be a string, got {_short(data['description'])}")
+    params = data.get("params")
+    params = {} if params is None else params
     if not isinstance(params, dict):
-        raise _err(src, "params", f"must be a mapping of parameter: value, got {params!r}")
-    sweep = data.get("sweep") or {}
+        raise err("params", f"must be a mapping of parameter: value, got {_short(params)}")
+    sweep = data.get("sweep")
+    sweep = {} if sweep is None else sweep
     if not isinstance(sweep, dict):
-        raise _err(src, "sweep", f"must be a mapping of field: [values], got {sweep!r}")
+        raise err("sweep", f"must be a mapping of field: [values], got {_short(sweep)}")
     check = data.get("check", "auto")
-    if check not in ("auto", True, False):
-        raise _err(src, "check", f"must be auto, true or false, got {check!r}")
+    if not (check == "auto" or isinstance(check, bool)):
+        raise err("check", f"must be auto, true or false, got {_short(check)}")
     fidelity = data.get("fidelity", "fast")
     if fidelity not in ("fast", "full"):
-        raise _err(src, "fidelity", f"must be fast or full, got {fidelity!r}")
+        raise err("fidelity", f"must be fast or full, got {_short(fidelity)}")
 
+    sweepable = ("gpu", "kernel") + ALL_PARAM_NAMES
     axes = {}
     for k, vals in sweep.items():
-        if k not in ("gpu", "kernel") and k not in ALL_PARAM_NAMES:
-            raise _err(src, f"sweep.{k}", f"unknown parameter{_did_you_mean(k, ALL_PARAM_NAMES + ('gpu', 'kernel'))}; "
-                                          f"sweepable: gpu, kernel, {', '.join(ALL_PARAM_NAMES)}")
+        if k not in sweepable:
+            raise err(f"sweep.{k}", f"unknown parameter{_did_you_mean(k, sweepable)}; "
+                                    f"sweepable: {', '.join(sweepable)}")
         if not isinstance(vals, list):
-            raise _err(src, f"sweep.{k}", f"must be a list of values, got {vals!r}")
+            raise err(f"sweep.{k}", f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
         if not vals:
-            raise _err(src, f"sweep.{k}", "is an empty list: give at least one value")
+            raise err(f"sweep.{k}", "is an empty list []; give at least one value")
         axes[k] = vals
 
     base_gpu = data.get("gpu", "h100")
     base_kernel = data.get("kernel")
     if base_kernel is None and "kernel" not in axes:
-        raise _err(src, "kernel", f"missing; choose one of {', '.join(KERNELS)}")
+        raise err("kernel", f"missing; choose one of {', '.join(KERNELS)}")
     gpus = axes.get("gpu", [base_gpu])
     kernels = axes.get("kernel", [base_kernel])
     for i, g in enumerate(gpus):
-        field = f"sweep.gpu[{i}]" if "gpu" in axes else "gpu"
-        if not isinstance(g, str):
-            raise _err(src, field, f"must be a GPU name or a path, got {g!r}")
+        if not isinstance(g, str) or not g:
+            raise err(f"sweep.gpu[{i}]" if "gpu" in axes else "gpu",
+                      f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(g)}")
     for i, k in enumerate(kernels):
-        field = f"sweep.kernel[{i}]" if "kernel" in axes else "kernel"
-        if k not in KERNELS:
-            raise _err(src, field, f"unknown kernel {k!r}{_did_you_mean(k, KERNELS)}; available: {', '.join(KERNELS)}")
+        if not (isinstance(k, str) and k in KERNELS):
+            raise err(f"sweep.kernel[{i}]" if "kernel" in axes else "kernel",
+                      f"unknown kernel {_short(k)}{_did_you_mean(k, KERNELS)}; available: {', '.join(KERNELS)}")
+    kernels = list(dict.fromkeys(kernels))
+    taken = list(dict.fromkeys(p.name for k in kernels for p in KERNELS[k].params))
     for pname, val in params.items():
         if pname not in ALL_PARAM_NAMES:
-            raise _err(src, f"params.{pname}", f"unknown parameter{_did_you_mean(pname, ALL_PARAM_NAMES)}; "
-                                               f"parameters: {', '.join(ALL_PARAM_NAMES)}")
-        takers = [k for k in kernels if KERNELS[k].param(pname)]
-        if not takers:
-            raise _err(src, f"params.{pname}", f"no kernel in this scenario ({', '.join(kernels)}) takes {pname!r}")
-        _check_value(src, f"params.{pname}", takers[0], pname, val)
+            raise err(f"params.{pname}", f"unknown parameter{_did_you_mean(pname, taken)}; "
+                                         f"{' and '.join(kernels)} take{'s' if len(kernels) == 1 else ''}: "
+                                         f"{', '.join(taken)}")
+        if pname not in taken:
+            raise err(f"params.{pname}", f"{' and '.join(kernels)} do{'es' if len(kernels) == 1 else ''} not take "
+                                         f"{pname!r}{_did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
+        _check_value(ck, f"params.{pname}", kernels, pname, val)
     for pname, vals in axes.items():
         if pname in ("gpu", "kernel"):
             continue
-        takers = [k for k in kernels if KERNELS[k].param(pname)]
-        if not takers:
-            raise _err(src, f"sweep.{pname}", f"no kernel in this scenario ({', '.join(kernels)}) takes {pname!r}")
+        if pname not in taken:
+            raise err(f"sweep.{pname}", f"{' and '.join(kernels)} do{'es' if len(kernels) == 1 else ''} not take "
+                                        f"{pname!r}; parameters: {', '.join(taken)}")
         for i, v in enumerate(vals):
-            _check_value(src, f"sweep.{pname}[{i}]", takers[0], pname, v)
+            _check_value(ck, f"sweep.{pname}[{i}]", kernels, pname, v)
 
-    config_hashes = {}
+    configs, config_hashes = {}, {}
     for i, g in enumerate(gpus):
+        if g in configs:
+            continue
         try:
-            config_hashes[g] = load_gpu(g).config_hash()
+            configs[g] = _load_gpu(g)
         except ConfigError as e:
-            field = f"sweep.gpu[{i}]" if "gpu" in axes else "gpu"
-            raise _err(src, field, str(e)) from None
+            raise err(f"sweep.gpu[{i}]" if "gpu" in axes else "gpu", str(e)) from None
+        config_hashes[g] = configs[g].config_hash()
 
     names = list(axes)
     points = []
@@ -196,9 +289,13 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
         p = dict(params)
         p.update(d)
         p = {k: v for k, v in p.items() if KERNELS[kernel].param(k)}
-        points.append(Point(gpu, kernel, resolve_params(kernel, p), check, fidelity))
+        try:
+            resolved = resolve_params(kernel, p)
+        except KernelParamError as e:
+            raise err(f"params.{e.field}", f"{kernel}: {e}") from None
+        points.append(Point(gpu, kernel, resolved, check, fidelity, configs[gpu]))
     param_names = [p for p in ALL_PARAM_NAMES if any(p in pt.params for pt in points)]
-    return Scenario(name, src, data, points, param_names, config_hashes)
+    return Scenario(name, src, data, points, param_names, config_hashes, list(overrides or []))
 
 
 # --------------------------------------------------------------------------- running points
@@ -207,114 +304,232 @@ def run_point(point: Point, timeline: bool = False):
     from .api import simulate
 
     try:
-        r = simulate(point.kernel, point.gpu, check=point.check, fidelity=point.fidelity, timeline=timeline,
-                     **point.params)
+        r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
+                     timeline=timeline, **point.params)
     except Exception as e:  # a failing point is recorded and the sweep goes on
-        return {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0]}, [], None
+        msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
+        return {"status": "error", "reason": msg}, [], None
     row = r.row(list(point.params))
     kernels = [k.row(0) for k in r.kernels]
     return row, kernels, (r if timeline else None)
 
 
 def _atomic_write(path: Path, text: str):
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _fmt_secs(s: float) -> str:
+    s = int(round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 class Progress:
     """A one-line progress bar on stderr (points done, rate, time left); silent when not a terminal."""
 
-    def __init__(self, total: int, enabled: bool | None = None):
-        self.total, self.done, self.t0 = total, 0, time.time()
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+    def __init__(self, total: int, enabled: bool | None = None, cached: int = 0, stream=None,
+                 min_interval: float = 0.1):
+        self.total, self.done, self.cached = total, 0, cached
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.t0 = self._last = time.monotonic()
+        self.min_interval = min_interval
+        self._drawn = False
 
     def update(self, n=1):
         self.done += n
         if not self.enabled:
             return
-        el = time.time() - self.t0
+        now = time.monotonic()
+        if self.done < self.total and now - self._last < self.min_interval:
+            return
+        self._last = now
+        self.draw()
+
+    def draw(self):
+        el = time.monotonic() - self.t0
         rate = self.done / el if el > 0 else 0.0
-        left = (self.total - self.done) / rate if rate else 0.0
+        if self.done >= self.total:
+            left = f"done in {_fmt_secs(el)}"
+        else:
+            left = f"{_fmt_secs((self.total - self.done) / rate) if rate else '?'} left"
         w = 30
         fill = int(w * self.done / max(1, self.total))
-        sys.stderr.write(f"\r[{'#' * fill}{'.' * (w - fill)}] {self.done}/{self.total} points "
-                         f"{rate:.2f}/s, {left:.0f}s left ")
-        sys.stderr.flush()
+        cached = f" (+{self.cached} saved)" if self.cached else ""
+        self.stream.write(f"\r[{'#' * fill}{'.' * (w - fill)}] {self.done}/{self.total} points{cached} "
+                          f"{rate:.2f}/s, {left}\x1b[K")
+        self.stream.flush()
+        self._drawn = True
 
     def close(self):
-        if self.enabled:
-            sys.stderr.write("\n")
+        if self.enabled and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _worker_init():
+    """Pool workers ignore Ctrl-C (the parent stops them), take SIGTERM plainly and die with the parent (Linux)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+
+
+def _stop_pool(ex):
+    """Cancel what has not started and kill the workers (used when the run is interrupted)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    ex.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_pool(points: list, jobs: int, on_done):
+    """Run ``points`` in a local process pool; ``on_done(index, result)`` in this process as each finishes."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    ex = ProcessPoolExecutor(max_workers=min(jobs, len(points)), initializer=_worker_init)
+    lost, why = 0, ""
+    try:
+        futs = {ex.submit(run_point, pt): j for j, pt in enumerate(points)}
+        for f in as_completed(futs):
+            try:
+                res = f.result()
+            except BrokenProcessPool:
+                lost += 1
+                why = "a worker process died (killed, out of memory or crashed)"
+                continue
+            except Exception as e:
+                lost += 1
+                why = f"{type(e).__name__}: {e}".splitlines()[0]
+                continue
+            on_done(futs[f], res)
+    except BaseException:
+        _stop_pool(ex)
+        raise
+    ex.shutdown(wait=True)
+    if lost:
+        raise RunError(f"{why}; {lost} point(s) were not computed, every finished point is saved; "
+                       f"re-run the same command to compute the rest (--jobs 1 isolates a crashing point)")
+
+
+def prepare_out(out: Path) -> Path:
+    """Create ``out/points`` and check that files can be written there; returns the points folder."""
+    pdir = Path(out) / "points"
+    try:
+        pdir.mkdir(parents=True, exist_ok=True)
+        probe = pdir / f".write-test{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write there: {e.strerror or e}") from None
+    return pdir
 
 
 def run_scenario(sc: Scenario, out: Path, jobs: int | None = None, force: bool = False, executor: str = "local",
                  scheduler: str | None = None, progress: bool | None = None) -> tuple:
-    """Run every point (cached ones are skipped), write results.csv, kernels.csv, manifest.json.
+    """Run every point (saved ones are skipped unless ``force``), write results.csv, kernels.csv, manifest.json.
 
-    Returns (rows, kernel_rows)."""
+    Returns (rows, kernel_rows). A point that fails is an error row; ``RunError`` means points were
+    lost to a dead worker; on any exception the finished points are saved and, if this run computed
+    any, the CSVs and a manifest with ``"complete": false`` are written."""
     out = Path(out)
-    pdir = out / "points"
-    try:
-        pdir.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ScenarioError(f"--out {out}: cannot write there: {e.strerror}") from None
+    pdir = prepare_out(out)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     keys = [pt.key(sc.config_hashes[pt.gpu]) for pt in sc.points]
-    todo = [i for i, k in enumerate(keys) if force or not (pdir / f"{k}.json").exists()]
-    todo = list(dict.fromkeys(todo))
-    uniq, seen = [], set()
-    for i in todo:
-        if keys[i] not in seen:
-            seen.add(keys[i])
-            uniq.append(i)
-    bar = Progress(len(uniq), progress)
+    records = {} if force else _load_saved(sc, pdir, keys)
+    todo, seen = [], set(records)
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            todo.append(i)
+    bar = Progress(len(todo), progress, cached=len(set(keys)) - len(todo))
+    computed = 0
 
-    def save(i, res):
+    def save(j, res):
+        nonlocal computed
+        i = todo[j]
         row, krows, _ = res
-        _atomic_write(pdir / f"{keys[i]}.json", json.dumps({"point": _point_dict(sc.points[i]), "row": row,
-                                                             "kernels": krows}, sort_keys=True))
+        text = json.dumps({"point": _point_dict(sc.points[i]), "row": row, "kernels": krows}, sort_keys=True)
+        _atomic_write(pdir / f"{keys[i]}.json", text)
+        records[keys[i]] = json.loads(text)
+        computed += 1
         bar.update()
 
+    def finish(complete: bool):
+        rows, krows = collect(sc, records, keys)
+        write_csvs(out, sc, rows, krows)
+        counts = {}
+        for r in rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        manifest = {"scenario": sc.data, "overrides": sc.overrides, "source": sc.source,
+                    "gpusim_version": __version__, "git_revision": _git_rev(), "config_hashes": sc.config_hashes,
+                    "points": len(sc.points), "computed": computed, "status_counts": counts,
+                    "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
+                    "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        return rows, krows
+
+    points = [sc.points[i] for i in todo]
     try:
-        if executor == "dask":
+        if bar.enabled and todo:
+            bar.draw()
+        if points and executor == "dask":
             from .executors import run_dask
 
-            run_dask([sc.points[i] for i in uniq], scheduler, lambda j, res: save(uniq[j], res))
-        elif (jobs or 1) <= 1 or len(uniq) <= 1:
-            for i in uniq:
-                save(i, run_point(sc.points[i]))
+            run_dask(points, scheduler, save)
+        elif (jobs or 1) <= 1 or len(points) <= 1:
+            for j, pt in enumerate(points):
+                save(j, run_point(pt))
         else:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=jobs) as ex:
-                futs = {ex.submit(run_point, sc.points[i]): i for i in uniq}
-                for f in as_completed(futs):
-                    save(futs[f], f.result())
-    finally:
+            _run_pool(points, jobs, save)
+    except BaseException:
         bar.close()
-    rows, krows = collect(sc, out, keys)
-    write_csvs(out, sc, rows, krows)
-    manifest = {"scenario": sc.data, "source": sc.source, "gpusim_version": __version__, "git_revision": _git_rev(),
-                "config_hashes": sc.config_hashes, "points": len(sc.points), "computed": len(uniq),
-                "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    return rows, krows
+        if computed:
+            finish(False)
+        raise
+    bar.close()
+    return finish(True)
 
 
 def _point_dict(pt: Point) -> dict:
     return {"gpu": pt.gpu, "kernel": pt.kernel, "params": pt.params, "check": pt.check, "fidelity": pt.fidelity}
 
 
-def collect(sc: Scenario, out: Path, keys: list) -> tuple:
-    rows, krows = [], []
-    for i, (pt, k) in enumerate(zip(sc.points, keys)):
-        f = out / "points" / f"{k}.json"
-        if not f.exists():
+def _load_saved(sc: Scenario, pdir: Path, keys: list) -> dict:
+    """Saved points that parse and match their point; anything else is recomputed."""
+    records = {}
+    for pt, k in zip(sc.points, keys):
+        if k in records:
             continue
-        d = json.loads(f.read_text())
+        try:
+            d = json.loads((pdir / f"{k}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if (isinstance(d, dict) and isinstance(d.get("row"), dict) and isinstance(d.get("kernels"), list)
+                and d.get("point") == json.loads(json.dumps(_point_dict(pt)))):
+            records[k] = d
+    return records
+
+
+def collect(sc: Scenario, records: dict, keys: list) -> tuple:
+    """results.csv and kernels.csv rows, in scenario order, for the points that have a record."""
+    rows, krows = [], []
+    for pt, k in zip(sc.points, keys):
+        d = records.get(k)
+        if d is None:
+            continue
         row = {"gpu": pt.gpu, "kernel": pt.kernel}
         for n in sc.param_names:
             row[n] = pt.params.get(n, "")
@@ -349,17 +564,21 @@ def _fmt(v):
 
 
 def _git_rev() -> str | None:
+    """HEAD of the git checkout gpusim runs from, if it runs from one (not an enclosing repository)."""
     import subprocess
 
+    root = Path(__file__).resolve().parent.parent
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip() or None
+        r = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], capture_output=True, text=True,
+                           timeout=5, cwd=root)
+        top, rev = r.stdout.split()
+        return rev if Path(top).resolve() == root else None
     except Exception:
         return None
 
 
 def format_table(rows: list, param_names: list) -> str:
-    """The readable table `gpusim run` prints."""
+    """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok."""
     swept = [p for p in param_names if len({str(r.get(p)) for r in rows}) > 1]
     cols = ["gpu", "kernel"] + swept + ["status", "time_us", "tflops", "dram_read_bytes", "dram_write_bytes",
                                          "l2_hit_rate", "bound", "max_rel_err"]
@@ -373,9 +592,7 @@ def format_table(rows: list, param_names: list) -> str:
                 v = f"{float(v) / 1e6:.1f}"
             elif c == "l2_hit_rate" and v != "":
                 v = f"{float(v):.1%}"
-            elif c == "time_us" and v != "":
-                v = f"{float(v):.1f}"
-            elif c == "tflops" and v != "":
+            elif c in ("time_us", "tflops") and v != "":
                 v = f"{float(v):.1f}"
             line.append(str(v))
         table.append(line)
@@ -383,7 +600,11 @@ def format_table(rows: list, param_names: list) -> str:
     widths = [max(len(h), *(len(x[i]) for x in table)) if table else len(h) for i, h in enumerate(hdr)]
     out = ["  ".join(h.rjust(w) for h, w in zip(hdr, widths)), "  ".join("-" * w for w in widths)]
     out += ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in table]
-    bad = [r for r in rows if r.get("status") != "ok"]
-    for r in bad:
-        out.append(f"{r['kernel']} {r['status']}: {r['reason']}")
+    reasons = {}
+    for r in rows:
+        if r.get("status") != "ok":
+            k = (r["kernel"], r["status"], r.get("reason", ""))
+            reasons[k] = reasons.get(k, 0) + 1
+    for (kernel, status, reason), n in reasons.items():
+        out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
     return "\n".join(out)

@@ -15,16 +15,32 @@ KIB = 1024
 
 @dataclass(frozen=True)
 class OpCost:
-    """Work one op puts on the SM's pipes: tensor-pipe cycles, vector lane-ops, special-function ops."""
+    """Work one op puts on the SM: tensor-pipe cycles, SIMT issue cycles, special-function cycles."""
 
     tensor_cycles: float = 0.0
     tensor_flops: float = 0.0
-    vector_ops: float = 0.0
+    simt_cycles: float = 0.0
+    sfu_cycles: float = 0.0
     sfu_ops: float = 0.0
 
 
+SIMT_CLASS = {"add": "add", "sub": "add", "mul": "mul", "div": "mul", "maximum": "maximum", "minimum": "maximum",
+              "lt": "compare_where", "le": "compare_where", "gt": "compare_where", "ge": "compare_where",
+              "eq": "compare_where", "ne": "compare_where", "and": "compare_where", "or": "compare_where",
+              "neg": "add", "abs": "add"}
+
+
+def simt_rate(cfg: GPUConfig, cls: str) -> float:
+    """Lane-ops per clock per SM for an op class: measured if the config has it, else the FP32 rate."""
+    return cfg.simt_lane_ops_per_clk_per_sm.get(cls, cfg.vector_ops_per_clk_per_sm)
+
+
 def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
-    """Cost of one compute op (loads, stores and loops are handled by the engine)."""
+    """Cost of one compute op (loads, stores and loops are handled by the engine).
+
+    SIMT ops cost ``elements / rate(op class)`` issue cycles; special-function ops (exp2, log2,
+    sqrt...) hold the SFU pipe for ``elements / sfu rate`` and take issue slots at the FP32 rate,
+    so a step that mixes them lasts the longer of its issue time and its SFU time."""
     t = type(op)
     if t is ir.Dot:
         m, k = op.a.shape
@@ -32,20 +48,29 @@ def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
         flops = 2.0 * m * n * k
         dt = op.a.dtype if op.a.dtype in ("fp16", "bf16") else "fp32"
         rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k, num_warps)
-        # the accumulator add is part of the MMA; an acc that is not a plain zero tile costs nothing extra
         return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
     if t is ir.Unary:
         n = op.out.numel
         if op.op in ir.SFU_UNARY:
-            # exp(x) is lowered as exp2(x * log2 e): one multiply on the vector pipe plus one MUFU op
-            return OpCost(vector_ops=n if op.op in ("exp", "log") else 0, sfu_ops=n)
-        return OpCost(vector_ops=n)
-    if t in (ir.Binary, ir.Where, ir.Cast):
-        return OpCost(vector_ops=op.out.numel)
+            issue = n / cfg.vector_ops_per_clk_per_sm
+            if op.op in ("exp", "log"):   # exp(x) = exp2(x * log2 e): one more multiply
+                issue += n / simt_rate(cfg, "mul")
+            return OpCost(simt_cycles=issue, sfu_cycles=n / cfg.sfu_ops_per_clk_per_sm, sfu_ops=n)
+        return OpCost(simt_cycles=n / simt_rate(cfg, SIMT_CLASS[op.op]))
+    if t is ir.Binary:
+        return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, SIMT_CLASS[op.op]))
+    if t is ir.Where:
+        return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, "compare_where"))
+    if t is ir.Cast:
+        if op.out.dtype in ("bool", "int32") or op.a.dtype == op.out.dtype:
+            return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, "add"))
+        return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, "cast"))
     if t is ir.Reduce:
-        return OpCost(vector_ops=op.a.numel)
+        cls = "reduce_sum" if op.op == "sum" else "reduce_max"
+        return OpCost(simt_cycles=op.a.numel / simt_rate(cfg, cls))
     if t in (ir.Full, ir.Iota):
-        return OpCost(vector_ops=op.out.numel / 32.0)   # materialised once per warp-register, mostly hoisted
+        # materialised once per warp-register, mostly hoisted out of loops by the compiler
+        return OpCost(simt_cycles=op.out.numel / 32.0 / cfg.vector_ops_per_clk_per_sm)
     return OpCost()   # ExpandDims, Trans: layout views, free
 
 

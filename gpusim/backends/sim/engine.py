@@ -100,8 +100,6 @@ def _compile(ops, shared: set, loads: list, names: dict):
 def _cost_steps(steps, cfg: GPUConfig, num_warps: int):
     """Merge consecutive compute ops into pipe steps with cycle costs."""
     out = []
-    vec_rate = cfg.vector_ops_per_clk_per_sm
-    sfu_rate = cfg.sfu_ops_per_clk_per_sm
     simt = None
     for s in steps:
         if s[0] == "op":
@@ -112,11 +110,11 @@ def _cost_steps(steps, cfg: GPUConfig, num_warps: int):
                     out.append(simt)
                     simt = None
                 out.append(("tensor", c.tensor_cycles, c.tensor_flops, "dot"))
-            elif c.vector_ops or c.sfu_ops:
+            elif c.simt_cycles or c.sfu_cycles:
                 if simt is None:
                     simt = ["simt", 0.0, 0.0, 0.0, 0.0]
-                simt[1] += c.vector_ops / vec_rate
-                simt[2] += c.sfu_ops / sfu_rate
+                simt[1] += c.simt_cycles
+                simt[2] += c.sfu_cycles
                 simt[3] += fl
                 simt[4] += c.sfu_ops
             continue
