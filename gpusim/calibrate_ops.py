@@ -29,11 +29,11 @@ def _body(kind):
         if kind == "add":
             return (t + 0.5,)
         if kind == "maximum":
-            return (maximum(t, -3.0 + 0.0),)
+            return (maximum(t * -1.0, t + -0.5),)          # the two inputs change every trip
         if kind == "compare_where":
             return (where(t > 0.25, t, -t),)
         if kind == "cast":
-            return (cast(cast(t, "fp16"), "fp32"),)
+            return (cast(cast(t * 1.0001, "fp16"), "fp32"),)   # a round trip the compiler cannot fold
         if kind == "exp2":
             return (exp2(t * -1.0),)                      # stays in (0, 1]
         if kind == "reduce_sum":
@@ -45,8 +45,8 @@ def _body(kind):
 
 
 # IR ops per element per iteration, by kind, that the measured time pays for
-OPS_PER_ELEMENT = {"mul": {"mul": 1}, "add": {"add": 1}, "maximum": {"maximum": 1},
-                   "compare_where": {"compare": 1, "where": 1, "neg": 1}, "cast": {"cast": 2},
+OPS_PER_ELEMENT = {"mul": {"mul": 1}, "add": {"add": 1}, "maximum": {"maximum": 1, "mul": 1, "add": 1},
+                   "compare_where": {"compare": 1, "where": 1, "neg": 1}, "cast": {"cast": 2, "mul": 1},
                    "exp2": {"exp2": 1, "mul": 1}, "reduce_sum": {"reduce": 1, "add": 1},
                    "reduce_max": {"reduce": 1, "add": 1}}
 
@@ -73,9 +73,15 @@ def rates_from_times(times_us: dict, sm_count: int, clock_hz: float, reps: int =
     elems = sm_count * CTAS_PER_SM * ROWS * COLS * reps
     cycles = {k: t * 1e-6 * clock_hz * sm_count for k, t in times_us.items() if t and t > 0}   # SM-cycles
     rate = {}
-    for k in ("mul", "add", "maximum", "cast"):
+    for k in ("mul", "add"):
         if k in cycles:
-            rate[k] = elems * sum(OPS_PER_ELEMENT[k].values()) / cycles[k]
+            rate[k] = elems / cycles[k]
+    for k, n_ops in (("maximum", 1), ("cast", 2)):
+        # these iterations also pay for a multiply (and an add): subtract the measured costs
+        if k in cycles and "mul" in rate and "add" in rate:
+            rest = cycles[k] - elems / rate["mul"] - (elems / rate["add"] if k == "maximum" else 0.0)
+            if rest > 0:
+                rate[k] = n_ops * elems / rest
     if "exp2" in cycles:
         # the special-function pipe is the bottleneck; the multiply issues alongside it
         rate["sfu"] = elems / cycles["exp2"]
@@ -113,3 +119,238 @@ def measure(sm_count: int, clock_hz: float, log=print) -> tuple:
         except Exception as e:  # record and go on: a missing rate falls back to the datasheet model
             log(f"  op {kind}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     return rates_from_times(times, sm_count, clock_hz), times
+
+
+def launch_workload(k: int) -> Workload:
+    # (k is kept small in measure_launch so the host enqueues every launch while the GPU is still
+    # busy with do_bench's L2-clearing memset: then the timed region sees only the GPU-side cost)
+    """``k`` back-to-back launches of a one-CTA DSL kernel that copies 128 elements."""
+    x = TensorArg("x", (128,), "fp32")
+    y = TensorArg("y", (128,), "fp32")
+
+    def kern(x, y):
+        store(y, (0,), load(x, (0,), (128,)))
+
+    prog = trace(kern, "tiny", [x, y], num_warps=1)
+    return Workload(f"launch_x{k}", {"x": x, "y": y}, ("x",), ("y",),
+                    tuple(Launch(f"tiny{i}", prog, (1,), {"x": "x", "y": "y"}) for i in range(k)), {"k": k})
+
+
+def measure_launch(ks=(1, 2, 3, 4), repeats: int = 5, log=print) -> dict:
+    """Launch overhead as the validation harness sees it: the same Triton launcher and do_bench.
+    A least-squares line through T(k launches): slope = per-launch cost, intercept = fixed cost."""
+    import statistics
+
+    import numpy as np
+
+    from .backends import numpy_exec
+    from .backends.triton_backend import run_workload, time_workload
+
+    t = {}
+    for n in ks:
+        w = launch_workload(n)
+        inputs = numpy_exec.random_inputs(w, seed=2)
+        run_workload(w, inputs)
+        t[n] = [time_workload(w, inputs, reps_ms=50, warmup_ms=10)["total_us"] for _ in range(repeats)]
+    med = [statistics.median(t[n]) for n in ks]
+    slope, icpt = np.polyfit(np.array(ks, dtype=float), np.array(med), 1)
+    out = {"ks": list(ks), "t_us": {str(n): t[n] for n in ks}, "median_us": med,
+           "launch_overhead_us": float(slope), "sync_overhead_us": float(max(0.0, icpt))}
+    log(f"launch: medians {', '.join(f'{m:.2f}' for m in med)} us for {list(ks)} launches -> "
+        f"{slope:.2f} us per launch, {max(0.0, icpt):.2f} us fixed")
+    return out
+
+
+def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
+    """Does one CTA's ``dot`` overlap another resident CTA's SIMT work on the same SM?
+
+    One hand-written kernel. d and s: one CTA per SM running only a dot loop or only a
+    softmax-like SIMT loop (FMA + exp2). Then CTAs that alternate both every iteration (the
+    FlashAttention pattern), 1, 2 and 3 per SM. overlap = 1 when two CTAs' dot and SIMT steps run
+    side by side, 0 when their times add (formula below)."""
+    import statistics
+
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.testing import do_bench
+
+    @triton.jit
+    def mix_kernel(a_ptr, b_ptr, x_ptr, out_ptr, R, SMS, MODE: tl.constexpr, B: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = tl.arange(0, B)
+        idx = offs[:, None] * B + offs[None, :]
+        role = (pid // SMS) % 2 if MODE == 2 else MODE
+        if MODE == 3:   # both, alternating every iteration: the FlashAttention pattern
+            a = tl.load(a_ptr + idx)
+            b = tl.load(b_ptr + idx)
+            x = tl.load(x_ptr + idx)
+            acc = tl.zeros((B, B), dtype=tl.float32)
+            for _ in range(R):
+                acc = tl.dot(a, b, acc)
+                x = tl.exp2(x * -0.5 + 0.25) * 0.5
+            tl.store(out_ptr + pid * B * B + idx, acc + x)
+        elif role == 0:
+            a = tl.load(a_ptr + idx)
+            b = tl.load(b_ptr + idx)
+            acc = tl.zeros((B, B), dtype=tl.float32)
+            for _ in range(R):
+                acc = tl.dot(a, b, acc)
+            tl.store(out_ptr + pid * B * B + idx, acc)
+        else:
+            x = tl.load(x_ptr + idx)
+            for _ in range(R):
+                x = tl.exp2(x * -0.5 + 0.25) * 0.5
+            tl.store(out_ptr + pid * B * B + idx, x)
+
+    B = 64
+    dev = "cuda"
+    a = torch.randn(B, B, device=dev, dtype=torch.float16)
+    b = torch.randn(B, B, device=dev, dtype=torch.float16)
+    x = torch.randn(B, B, device=dev, dtype=torch.float32)
+    out = torch.empty(3 * sm_count * B * B, device=dev, dtype=torch.float32)
+    times = {}
+    # one CTA per SM of each kind alone, then one of each kind per SM together (and two of a kind)
+    for mode, name, grid in ((0, "dot_1cta", sm_count), (1, "simt_1cta", sm_count), (3, "both_1cta", sm_count),
+                             (3, "both_2cta", 2 * sm_count), (3, "both_3cta", 3 * sm_count)):
+        def fn(mode=mode, grid=grid):
+            mix_kernel[(grid,)](a, b, x, out, reps, sm_count, MODE=mode, B=B, num_warps=4)
+        fn()
+        torch.cuda.synchronize()
+        times[name] = statistics.median(do_bench(fn, warmup=10, rep=60) for _ in range(3)) * 1e3
+    # two CTAs per SM, each alternating a dot (d) and a SIMT step (s): with overlap o the SM needs
+    # max(2d + 2(1-o)s, 2s + 2(1-o)d, d + s); solve the larger branch for o
+    d, s_ = times["dot_1cta"], times["simt_1cta"]
+    lo, hi = min(d, s_), max(d, s_)
+    overlap = min(1.0, max(0.0, 1.0 - (times["both_2cta"] - 2 * hi) / (2 * lo)))
+    log(f"overlap: " + ", ".join(f"{k} {v:.1f} us" for k, v in times.items()) + f" -> overlap {overlap:.2f}")
+    return {"times_us": times, "tensor_simt_overlap": overlap}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    res = {}
+    if "--overlap-only" not in sys.argv:
+        res["launch"] = measure_launch()
+    try:
+        res["overlap"] = measure_overlap(sms)
+    except Exception as e:
+        res["overlap"] = {"error": f"{type(e).__name__}: {e}"}
+        print("overlap failed:", e)
+    if "--ctas" in sys.argv:
+        sys.argv.remove("--ctas")
+        res["ctas"] = measure_cta_dispatch(sms)
+    if "--segments" in sys.argv:
+        sys.argv.remove("--segments")
+        res["segments"] = measure_segments()
+    clock = 1.98e9
+    if "--overlap-only" in sys.argv:
+        sys.argv.remove("--overlap-only")
+        with open(sys.argv[1], "w") as f:
+            json.dump(res, f, indent=1)
+        sys.exit(0)
+    try:
+        import subprocess
+        clock = float(subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True).stdout.split()[0]) * 1e6
+    except Exception:
+        pass
+    rates, times = measure(sms, clock)
+    res["simt_ops"] = {"rates": rates, "times_us": times, "clock_hz": clock}
+    print(res["simt_ops"])
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            json.dump(res, f, indent=1)
+
+
+SEG_ROWS, SEG_COLS, SEG_BR = 8192, 8192, 64
+SEG_WIDTHS = (64, 128, 256, 512)      # fp16 elements per row segment: 128 B .. 1 KiB
+
+
+def segment_workload(mode: str, width: int) -> Workload:
+    """Read or write a [8192, 8192] fp16 tensor in (64 x width) tiles, row blocks fastest, so the
+    CTAs of one wave touch many rows of the same column band: each tile row is an isolated
+    ``2 * width``-byte DRAM segment (the access pattern of the naive schedule's S tiles)."""
+    nr, nc = SEG_ROWS // SEG_BR, SEG_COLS // width
+    x = TensorArg("x", (SEG_ROWS, SEG_COLS), "fp16")
+    s = TensorArg("s", (nr * nc, SEG_BR), "fp32")
+
+    if mode == "read":
+        def kern(x, s):
+            r, c = program_id(0), program_id(1)
+            t = load(x, (r * SEG_BR, c * width), (SEG_BR, width))
+            store(s, (c * nr + r, 0), tsum(t, 1))
+        params, ins, outs = [x, s], ("x",), ("s",)
+    else:
+        def kern(x):
+            r, c = program_id(0), program_id(1)
+            store(x, (r * SEG_BR, c * width), full((SEG_BR, width), 1.0, "fp16"))
+        params, ins, outs = [x], (), ("x",)
+    prog = trace(kern, f"seg_{mode}_{width}", params, num_warps=4)
+    tensors = {t.name: t for t in params}
+    return Workload(prog.name, tensors, ins, outs,
+                    (Launch(prog.name, prog, (nr, nc), {t.name: t.name for t in params}),), {"width": width})
+
+
+def measure_segments(log=print) -> dict:
+    """DRAM bandwidth (bytes / s) for isolated row segments of 128 B .. 1 KiB, reads and writes."""
+    from .backends import numpy_exec
+    from .backends.triton_backend import run_workload, time_workload
+
+    out = {}
+    for mode in ("read", "write"):
+        for w in SEG_WIDTHS:
+            wl = segment_workload(mode, w)
+            inputs = numpy_exec.random_inputs(wl, seed=3)
+            run_workload(wl, inputs)
+            t = time_workload(wl, inputs, reps_ms=60, warmup_ms=10)["total_us"]
+            bw = SEG_ROWS * SEG_COLS * 2 / (t * 1e-6)
+            out[f"{mode}_{2 * w}"] = bw
+            log(f"  segments {mode} {2 * w:5d} B: {t:8.1f} us, {bw / 1e12:.2f} TB/s")
+    return out
+
+
+def cta_workload(n_ctas: int, num_warps: int) -> Workload:
+    """``n_ctas`` CTAs that each copy 32 fp32 values: almost no work, so time measures CTA dispatch."""
+    x = TensorArg("x", (n_ctas * 32,), "fp32")
+    y = TensorArg("y", (n_ctas * 32,), "fp32")
+
+    def kern(x, y):
+        pid = program_id(0)
+        store(y, (pid * 32,), load(x, (pid * 32,), (32,)))
+
+    prog = trace(kern, f"ctas_w{num_warps}", [x, y], num_warps=num_warps)
+    return Workload(prog.name, {"x": x, "y": y}, ("x",), ("y",),
+                    (Launch(prog.name, prog, (n_ctas,), {"x": "x", "y": "y"}),), {"n": n_ctas})
+
+
+def measure_cta_dispatch(sm_count: int, log=print) -> dict:
+    """Time of launches of 8..64 waves of near-empty CTAs, for 1 and 4 warps per CTA. The slope of
+    time against CTA count is the cost of one CTA; comparing the two widths tells whether it is a
+    per-slot cost (scales with how many CTAs an SM holds) or a GPU-wide dispatch rate."""
+    import numpy as np
+
+    from .backends import numpy_exec
+    from .backends.triton_backend import run_workload, time_workload
+
+    out = {}
+    for nw in (1, 4):
+        ns, ts = [], []
+        for waves in (8, 16, 32, 64):
+            n = sm_count * 16 * waves
+            wl = cta_workload(n, nw)
+            inputs = numpy_exec.random_inputs(wl, seed=4)
+            run_workload(wl, inputs)
+            t = time_workload(wl, inputs, reps_ms=60, warmup_ms=10)["total_us"]
+            ns.append(n)
+            ts.append(t)
+            log(f"  ctas: {n:7d} CTAs x {nw} warps: {t:8.1f} us")
+        slope, icpt = np.polyfit(np.array(ns, float), np.array(ts), 1)
+        out[f"warps{nw}"] = {"n": ns, "t_us": ts, "us_per_cta": float(slope), "intercept_us": float(icpt)}
+        log(f"  ctas: {nw} warps: {slope * 1e3:.3f} ns per CTA GPU-wide")
+    return out

@@ -66,6 +66,12 @@ class GPUConfig(BaseModel):
     # measured lane-ops per clock per SM by IR op class (mul, add, maximum, compare_where, cast,
     # reduce_sum, reduce_max); a class not listed runs at the FP32 rate
     simt_lane_ops_per_clk_per_sm: dict[str, PositiveFloat] = {}
+    # how far one CTA's dot and another resident CTA's SIMT work run side by side on an SM:
+    # 1 = independent pipes, 0 = their times add (measured by calibrate_ops.measure_overlap)
+    tensor_simt_overlap: float = Field(default=1.0, ge=0.0, le=1.0)
+    # GPU-wide CTA dispatch: one CTA can start every this many ns (0 = unlimited); measured with
+    # near-empty CTAs by calibrate_ops.measure_cta_dispatch
+    cta_dispatch_ns: float = Field(default=0.0, ge=0.0)
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

@@ -200,6 +200,7 @@ class LaunchSim:
         self.steps, self.loads = compile_program(launch.program, cfg)
         self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
         self.tensors = {p.name: p for p in launch.program.params}
+        self.cross_block = 1.0 - cfg.tensor_simt_overlap
         self.fidelity = fidelity
         self.timeline = timeline
         self.loop_steps = loop_steps
@@ -247,6 +248,8 @@ class LaunchSim:
         self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_write_bandwidth_bytes_per_s
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=self.timeline)
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
+        self.dispatch_cycles = cfg.cta_dispatch_ns * 1e-9 * clk      # per CTA, GPU-wide
+        self.dispatch = Channel(1.0 / self.dispatch_cycles) if self.dispatch_cycles else None
         self.counters = Counters()
         self.completions = []          # (time, work)
         LaunchSim._owners += 1
@@ -279,7 +282,8 @@ class LaunchSim:
             # ... and can go no faster than the shared channels carry those bytes
             hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * self.hbm_write_rate_ratio) / self.hbm.rate
             l2_cycles = (skipped.l2_read_bytes + skipped.l2_write_bytes) / self.l2ch.rate
-            extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles)
+            extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles,
+                        (n - len(order)) * self.dispatch_cycles)
             # the skipped middle streamed its unique data through the L2: if that is more than the L2
             # holds, only lines the tail CTAs touched survive it
             touched = sum(self.tensors[p].nbytes for p in self.tensors) * (n - len(order)) / n
@@ -308,6 +312,10 @@ class LaunchSim:
         sm_id = slot % self.cfg.sm_count
         sm = self.sms[sm_id]
         for cid in it:
+            if self.dispatch is not None:
+                t = self.dispatch.transfer(1.0, self.env.now)
+                if t > self.env.now:
+                    yield self.env.timeout(t - self.env.now)
             t0 = self.env.now
             yield from self._cta(cid, sm, sm_id)
             self.completions.append((self.env.now, self._work(cid)))
@@ -371,22 +379,28 @@ class LaunchSim:
         """Reserve the pipe(s) for step ``s``; returns the finish time."""
         pf = sm.pipe_free
         c = self.counters
+        block = self.cross_block      # share of a step's time the *other* kind of work is held off
         if s[0] == "tensor":
             cyc = s[1] * scale
             start = pf[0] if pf[0] > now else now
             pf[0] = start + cyc
             sm.pipe_busy[0] += cyc
             c.tensor_flops += s[2] * scale
+            if block:
+                pf[1] = max(pf[1], start) + block * cyc
             return pf[0]
         vec, sfu = s[1] * scale, s[2] * scale
         start = max(now, pf[1] if vec else now, pf[2] if sfu else now)
-        fin = start + max(vec, sfu)
+        dur = max(vec, sfu)
+        fin = start + dur
         if vec:
             pf[1] = start + vec
             sm.pipe_busy[1] += vec
         if sfu:
             pf[2] = start + sfu
             sm.pipe_busy[2] += sfu
+        if block:
+            pf[0] = max(pf[0], start) + block * dur
         c.vector_flops += s[3] * scale
         c.sfu_ops += s[4] * scale
         return fin
