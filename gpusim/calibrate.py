@@ -615,8 +615,9 @@ class Calibrator:
         launch_copy(x, y)
         self.sync()
         ms = self.bench_ms(lambda: launch_copy(x, y), p.repeats)
-        r = self.measurement("hbm_copy_bandwidth_bytes_per_s", [2 * nb / (t * 1e-3) for t in ms],
-                             f"Triton copy of a {nb / GIB:.1f} GiB fp32 buffer, bytes read + written / do_bench median")
+        r = self.field("hbm_copy_bandwidth_bytes_per_s", [2 * nb / (t * 1e-3) for t in ms],
+                       f"Triton copy of a {nb / GIB:.1f} GiB fp32 buffer, bytes read + written / do_bench median",
+                       "B/s")
         _log(f"HBM copy  {r['value'] / 1e12:.3f} TB/s (read + write)")
 
     # ---- b. L2 working-set curve

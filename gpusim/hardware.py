@@ -60,6 +60,9 @@ class GPUConfig(BaseModel):
     hbm_read_bandwidth_bytes_per_s: PositiveFloat
     hbm_write_bandwidth_bytes_per_s: PositiveFloat
     hbm_latency_cycles: PositiveFloat
+    # read + write bytes per second of a streaming copy; when given, a written byte costs
+    # 2/copy - 1/read of channel time, so traffic that mixes directions pays the bus turnaround
+    hbm_copy_bandwidth_bytes_per_s: PositiveFloat | None = None
     tensor_flops_per_s: dict[str, PositiveFloat]
     fp32_flops_per_s: PositiveFloat
     sfu_ops_per_clk_per_sm: PositiveFloat
@@ -100,6 +103,14 @@ class GPUConfig(BaseModel):
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:
         return self.hbm_read_bandwidth_bytes_per_s
+
+    @property
+    def hbm_mixed_write_bandwidth_bytes_per_s(self) -> float:
+        """Write bandwidth when writes share the channel with reads (from the copy benchmark)."""
+        if not self.hbm_copy_bandwidth_bytes_per_s:
+            return self.hbm_write_bandwidth_bytes_per_s
+        per_byte = 2.0 / self.hbm_copy_bandwidth_bytes_per_s - 1.0 / self.hbm_read_bandwidth_bytes_per_s
+        return 1.0 / per_byte if per_byte > 0 else self.hbm_write_bandwidth_bytes_per_s
 
     def ridge_flop_per_byte(self, dtype: str = "fp16", tensor: bool = True) -> float:
         peak = self.tensor_flops_per_s[dtype] if tensor else self.fp32_flops_per_s

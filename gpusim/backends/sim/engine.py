@@ -245,7 +245,7 @@ class LaunchSim:
         self.env = env
         self.l2.new_launch()
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=self.timeline)
-        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_write_bandwidth_bytes_per_s
+        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=self.timeline)
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
         self.dispatch_cycles = cfg.cta_dispatch_ns * 1e-9 * clk      # per CTA, GPU-wide

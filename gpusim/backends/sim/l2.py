@@ -3,7 +3,8 @@
 A tile access walks the tile's rows, touches each line once, and reports how many lines
 hit and when the latest of the hit lines becomes ready (a line that another CTA's miss is
 still filling is a hit that must wait for that fill: miss merging). The cache keeps no
-data, only tags, so it models traffic and timing, never values.
+data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
+line address (real L2s hash addresses too), so strided tiles spread over all sets.
 """
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ def _access(tags, stamps, ready, owner, clock, miss_slots, base, nrows, pitch, r
         first = start // line_bytes
         last = (start + row_bytes - 1) // line_bytes
         for line in range(first, last + 1):
-            s = line % nsets
+            # hashed set index, as real L2s hash addresses over slices and sets: with a plain modulo,
+            # power-of-two row pitches (an 8 KiB-pitch matrix column) would crowd into a few sets
+            h = (line * 0x9E3779B1) & 0xFFFFFFFF
+            s = (h ^ (h >> 15)) % nsets
             row = s * ways
             found = -1
             for w in range(ways):
