@@ -232,6 +232,11 @@ def main(argv=None) -> int:
     except RunError as e:
         print(f"gpusim: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # output piped into head & co.: stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt as e:
         print("gpusim: interrupted; finished points are saved, re-run the same command to resume", file=sys.stderr)
         return 143 if isinstance(e, _Terminated) else 130
