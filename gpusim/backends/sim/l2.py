@@ -24,9 +24,10 @@ def _access(tags, stamps, ready, owner, clock, miss_slots, base, nrows, pitch, r
         last = (start + row_bytes - 1) // line_bytes
         for line in range(first, last + 1):
             # hashed set index, as real L2s hash addresses over slices and sets: with a plain modulo,
-            # power-of-two row pitches (an 8 KiB-pitch matrix column) would crowd into a few sets
-            h = (line * 0x9E3779B1) & 0xFFFFFFFF
-            s = (h ^ (h >> 15)) % nsets
+            # power-of-two row pitches (an 8 KiB-pitch matrix column) would crowd into a few sets.
+            # Each 4 KiB block is hashed as a whole, so a tile row's lines stay in adjacent sets.
+            h = ((line >> 5) * 0x9E3779B1) & 0xFFFFFFFF
+            s = (((h ^ (h >> 15)) << 5) + (line & 31)) % nsets
             row = s * ways
             found = -1
             for w in range(ways):
