@@ -176,42 +176,25 @@ def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
     from triton.testing import do_bench
 
     @triton.jit
-    def mix_kernel(a_ptr, b_ptr, x_ptr, out_ptr, R, SMS, MODE: tl.constexpr, B: tl.constexpr):
+    def mix_kernel(a_ptr, b_ptr, x_ptr, out_ptr, R, MODE: tl.constexpr, B: tl.constexpr):
+        # MODE 0: dot loop; 1: SIMT loop; 3: both alternating, independent chains;
+        # 4: both alternating, each step needing the other's result (FlashAttention's chain)
         pid = tl.program_id(0)
         offs = tl.arange(0, B)
         idx = offs[:, None] * B + offs[None, :]
-        role = (pid // SMS) % 2 if MODE == 2 else MODE
-        if MODE == 4:   # alternating, each step needing the other's result (FlashAttention's chain)
-            a = tl.load(a_ptr + idx)
-            b = tl.load(b_ptr + idx)
-            x = tl.load(x_ptr + idx)
-            acc = tl.zeros((B, B), dtype=tl.float32)
-            for _ in range(R):
+        a = tl.load(a_ptr + idx)
+        b = tl.load(b_ptr + idx)
+        x = tl.load(x_ptr + idx)
+        acc = tl.zeros((B, B), dtype=tl.float32)
+        for _ in range(R):
+            if MODE != 1:
                 acc = tl.dot(a, b, acc)
+            if MODE == 4:
                 x = tl.exp2(acc * -0.001 + x * 0.5) * 0.5
                 a = x.to(tl.float16)
-            tl.store(out_ptr + pid * B * B + idx, acc + x)
-        elif MODE == 3:   # both, alternating every iteration, independent chains
-            a = tl.load(a_ptr + idx)
-            b = tl.load(b_ptr + idx)
-            x = tl.load(x_ptr + idx)
-            acc = tl.zeros((B, B), dtype=tl.float32)
-            for _ in range(R):
-                acc = tl.dot(a, b, acc)
+            elif MODE != 0:
                 x = tl.exp2(x * -0.5 + 0.25) * 0.5
-            tl.store(out_ptr + pid * B * B + idx, acc + x)
-        elif role == 0:
-            a = tl.load(a_ptr + idx)
-            b = tl.load(b_ptr + idx)
-            acc = tl.zeros((B, B), dtype=tl.float32)
-            for _ in range(R):
-                acc = tl.dot(a, b, acc)
-            tl.store(out_ptr + pid * B * B + idx, acc)
-        else:
-            x = tl.load(x_ptr + idx)
-            for _ in range(R):
-                x = tl.exp2(x * -0.5 + 0.25) * 0.5
-            tl.store(out_ptr + pid * B * B + idx, x)
+        tl.store(out_ptr + pid * B * B + idx, acc + x)
 
     B = 64
     dev = "cuda"
@@ -226,7 +209,7 @@ def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
                              (4, "dependent_1cta", sm_count), (4, "dependent_2cta", 2 * sm_count),
                              (4, "dependent_3cta", 3 * sm_count)):
         def fn(mode=mode, grid=grid):
-            mix_kernel[(grid,)](a, b, x, out, reps, sm_count, MODE=mode, B=B, num_warps=4)
+            mix_kernel[(grid,)](a, b, x, out, reps, MODE=mode, B=B, num_warps=4)
         fn()
         torch.cuda.synchronize()
         times[name] = statistics.median(do_bench(fn, warmup=10, rep=60) for _ in range(3)) * 1e3
@@ -235,51 +218,10 @@ def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
     d, s_ = times["dot_1cta"], times["simt_1cta"]
     lo, hi = min(d, s_), max(d, s_)
     overlap = min(1.0, max(0.0, 1.0 - (times["both_2cta"] - 2 * hi) / (2 * lo)))
-    log(f"overlap: " + ", ".join(f"{k} {v:.1f} us" for k, v in times.items()) + f" -> overlap {overlap:.2f}")
+    log("overlap: " + ", ".join(f"{k} {v:.1f} us" for k, v in times.items()) + f" -> overlap {overlap:.2f}")
     # recorded, not used: with dependent chains (MODE 4) one CTA alone is latency-bound, and two
     # CTAs per SM overlap more than any pipe-sharing overlap can express (docs/validation.md)
     return {"times_us": times, "tensor_simt_overlap": overlap}
-
-
-if __name__ == "__main__":
-    import json
-    import sys
-
-    import torch
-
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    res = {}
-    if "--overlap-only" not in sys.argv:
-        res["launch"] = measure_launch()
-    try:
-        res["overlap"] = measure_overlap(sms)
-    except Exception as e:
-        res["overlap"] = {"error": f"{type(e).__name__}: {e}"}
-        print("overlap failed:", e)
-    if "--ctas" in sys.argv:
-        sys.argv.remove("--ctas")
-        res["ctas"] = measure_cta_dispatch(sms)
-    if "--segments" in sys.argv:
-        sys.argv.remove("--segments")
-        res["segments"] = measure_segments()
-    clock = 1.98e9
-    if "--overlap-only" in sys.argv:
-        sys.argv.remove("--overlap-only")
-        with open(sys.argv[1], "w") as f:
-            json.dump(res, f, indent=1)
-        sys.exit(0)
-    try:
-        import subprocess
-        clock = float(subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True).stdout.split()[0]) * 1e6
-    except Exception:
-        pass
-    rates, times = measure(sms, clock)
-    res["simt_ops"] = {"rates": rates, "times_us": times, "clock_hz": clock}
-    print(res["simt_ops"])
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            json.dump(res, f, indent=1)
 
 
 SEG_ROWS, SEG_COLS, SEG_BR = 8192, 8192, 64
@@ -368,3 +310,44 @@ def measure_cta_dispatch(sm_count: int, log=print) -> dict:
         out[f"warps{nw}"] = {"n": ns, "t_us": ts, "us_per_cta": float(slope), "intercept_us": float(icpt)}
         log(f"  ctas: {nw} warps: {slope * 1e3:.3f} ns per CTA GPU-wide")
     return out
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    res = {}
+    if "--overlap-only" not in sys.argv:
+        res["launch"] = measure_launch()
+    try:
+        res["overlap"] = measure_overlap(sms)
+    except Exception as e:
+        res["overlap"] = {"error": f"{type(e).__name__}: {e}"}
+        print("overlap failed:", e)
+    if "--ctas" in sys.argv:
+        sys.argv.remove("--ctas")
+        res["ctas"] = measure_cta_dispatch(sms)
+    if "--segments" in sys.argv:
+        sys.argv.remove("--segments")
+        res["segments"] = measure_segments()
+    clock = 1.98e9
+    if "--overlap-only" in sys.argv:
+        sys.argv.remove("--overlap-only")
+        with open(sys.argv[1], "w") as f:
+            json.dump(res, f, indent=1)
+        sys.exit(0)
+    try:
+        import subprocess
+        clock = float(subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True).stdout.split()[0]) * 1e6
+    except Exception:
+        pass
+    rates, times = measure(sms, clock)
+    res["simt_ops"] = {"rates": rates, "times_us": times, "clock_hz": clock}
+    print(res["simt_ops"])
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            json.dump(res, f, indent=1)

@@ -410,27 +410,35 @@ class LaunchSim:
         pid = self._pid(cid)
         who = self.who
         ready = {}
-        record = self.timeline
         for s in self.steps:
             kind = s[0]
             if kind == "issue":
                 d = self.loads[s[1]]
                 ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], env.now, sm, who)
             elif kind == "wait":
-                t = ready.pop(s[1], 0.0)
-                if t > env.now:
-                    if record:
-                        self.events.append(("wait", sm_id, cid, env.now, t))
-                    yield env.timeout(t - env.now)
+                yield from self._wait(ready.pop(s[1], 0.0), sm_id, cid)
             elif kind == "store":
                 self._store(s[1], pid, {}, env.now, who)
             elif kind == "loop":
                 yield from self._loop(s[1], pid, sm, sm_id, cid, who)
             else:
-                fin = self._compute(s, sm, env.now)
-                if record:
-                    self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
-                yield env.timeout(fin - env.now)
+                yield from self._step(s, sm, sm_id, cid)
+
+    def _wait(self, t, sm_id, cid):
+        """Block the CTA until a load it needs has arrived at time ``t``."""
+        env = self.env
+        if t > env.now:
+            if self.timeline:
+                self.events.append(("wait", sm_id, cid, env.now, t))
+            yield env.timeout(t - env.now)
+
+    def _step(self, s, sm, sm_id, cid, scale=1.0):
+        """Run one compute step (``scale`` loop iterations' worth) on the SM's pipes."""
+        env = self.env
+        fin = self._compute(s, sm, env.now, scale)
+        if self.timeline:
+            self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
+        yield env.timeout(fin - env.now)
 
     def _loop(self, d: LoopDesc, pid, sm, sm_id, cid, who):
         env = self.env
@@ -473,7 +481,6 @@ class LaunchSim:
         ahead = d.stages - 1
         for j in range(min(ahead, nsup)):
             inflight[j] = issue(j)
-        record = self.timeline
         for j in range(nsup):
             nxt = j + ahead
             if nxt < nsup and nxt not in inflight:
@@ -483,15 +490,8 @@ class LaunchSim:
             for s in d.body:
                 kind = s[0]
                 if kind == "wait":
-                    t = ready.get(s[1], 0.0)
-                    if t > env.now:
-                        if record:
-                            self.events.append(("wait", sm_id, cid, env.now, t))
-                        yield env.timeout(t - env.now)
+                    yield from self._wait(ready.get(s[1], 0.0), sm_id, cid)
                 elif kind == "store":
                     self._store(s[1], pid, {d.var: start + j * g * d.step}, env.now, who)
                 else:
-                    fin = self._compute(s, sm, env.now, scale)
-                    if record:
-                        self.events.append((s[0] if s[0] == "tensor" else "simt", sm_id, cid, env.now, fin))
-                    yield env.timeout(fin - env.now)
+                    yield from self._step(s, sm, sm_id, cid, scale)
