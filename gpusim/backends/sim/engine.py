@@ -214,14 +214,38 @@ class LaunchSim:
         gx, gy, _ = self.grid
         return (cid % gx, (cid // gx) % gy, cid // (gx * gy))
 
-    def _trips(self, pid):
-        total = 0
+    def _loop_trips(self, pid):
+        """Trip count of each top-level loop for the CTA at ``pid``."""
+        out = []
         for s in self.steps:
             if s[0] == "loop":
                 d = s[1]
                 a, b = ir.eval_expr(d.start, pid, {}), ir.eval_expr(d.end, pid, {})
-                total += max(0, -(-(b - a) // d.step))
-        return total
+                out.append(max(0, -(-(b - a) // d.step)))
+        return out
+
+    def _trips(self, pid):
+        return sum(self._loop_trips(pid))
+
+    def _exact_arithmetic(self, loop_trip_totals):
+        """(tensor FLOPs, vector FLOPs, SFU ops) of the whole grid, from the step list: they depend on
+        the shape alone, so a sampled launch counts them exactly instead of extrapolating them."""
+        def flops(steps):
+            t = v = f = 0.0
+            for st in steps:
+                if st[0] == "tensor":
+                    t += st[2]
+                elif st[0] == "simt":
+                    v += st[3]
+                    f += st[4]
+            return t, v, f
+        const = flops([st for st in self.steps if st[0] != "loop"])
+        out = [self.n_ctas * x for x in const]
+        loops = [st[1] for st in self.steps if st[0] == "loop"]
+        for d, trips in zip(loops, loop_trip_totals):
+            body = flops(d.body)
+            out = [o + trips * b for o, b in zip(out, body)]
+        return out
 
     def _work(self, cid):
         return 1 + self._trips(self._pid(cid))
@@ -267,7 +291,11 @@ class LaunchSim:
         total_work = sim_work
         extra = 0.0
         if sampled:
-            total_work = sum(self._work(c) for c in range(n))
+            trip_totals = None
+            for c in range(n):
+                t = self._loop_trips(self._pid(c))
+                trip_totals = t if trip_totals is None else [a + b for a, b in zip(trip_totals, t)]
+            total_work = n + sum(trip_totals)
             done = sorted(self.completions)
             t_a, t_b = done[S - 1][0], done[head - S - 1][0]
             w_win = sum(w for _, w in done[S:head - S])
@@ -295,6 +323,7 @@ class LaunchSim:
         total.add(self.counters)
         if sampled:
             total.add(skipped)
+            total.tensor_flops, total.vector_flops, total.sfu_ops = self._exact_arithmetic(trip_totals)
         self.total_counters = total
         self.cycles = end + extra
         self.sampling = {"simulated_ctas": len(order), "total_ctas": n, "loop_group": self.group,
