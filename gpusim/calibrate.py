@@ -887,12 +887,15 @@ class Calibrator:
             run()
             self.sync()
             meds.append(float(np.median(self.bench_ms(run, self.plan.repeats))) * 1e3)
-        slope, icpt = np.polyfit(np.array(ks, dtype=float), np.array(meds), 1)
+        from .calibrate_ops import launch_costs
+
+        per, fixed = launch_costs(ks, meds)
         self.raw["launch_times_us"] = dict(zip(map(str, ks), meds))
-        how = ("least-squares line through the do_bench medians of 1, 2, 3, 4 back-to-back launches of a "
-               "128-element DSL copy kernel through the Triton backend")
-        r = self.field("launch_overhead_us", [max(0.0, float(slope))], f"{how}: slope", "us")
-        s_ = self.field("sync_overhead_us", [max(0.0, float(icpt))], f"{how}: intercept", "us")
+        how = ("do_bench medians T(k) of k = 1..4 back-to-back launches of a 128-element DSL copy kernel "
+               "through the Triton backend; per launch = min over k of (T(k) - T(1)) / (k - 1) (a host "
+               "that falls behind only adds time), fixed = T(1) - per launch")
+        r = self.field("launch_overhead_us", [per], how, "us")
+        s_ = self.field("sync_overhead_us", [fixed], how, "us")
         _log(f"launch overhead {r['value']:.2f} us, sync overhead {s_['value']:.2f} us")
 
     # ---- h. do a CTA's dot and another CTA's SIMT work overlap on one SM?
