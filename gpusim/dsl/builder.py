@@ -10,7 +10,6 @@ Operators on ``Tile`` objects build ``Binary`` ops; Python floats become constan
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 from . import ir

@@ -49,14 +49,7 @@ class LoopDesc:
     body: list
 
 
-@dataclass
-class Schedule:
-    steps: list
-    loads: list
-    counts: dict        # per-iteration-independent totals are computed at run time
-
-
-def _compile(ops, shared: set, loads: list, names: dict):
+def _compile(ops, shared: set, loads: list):
     """Turn ops into steps: ('simt', vec, sfu, tag) ('tensor', cycles, flops, tag) ('wait', idx)
     ('issue', idx) ('store', desc) ('loop', LoopDesc). Costs are filled in later per config."""
     steps = []
@@ -84,7 +77,7 @@ def _compile(ops, shared: set, loads: list, names: dict):
             continue
         if isinstance(op, ir.Loop):
             first = len(loads)
-            body = [s for s in _compile(op.body, shared, loads, names) if s[0] != "issue"]
+            body = [s for s in _compile(op.body, shared, loads) if s[0] != "issue"]
             steps.append(("loop", LoopDesc(op.start, op.end, op.step, max(1, op.stages), op.var,
                                            list(range(first, len(loads))), body)))
             continue
@@ -135,7 +128,7 @@ def _cost_steps(steps, cfg: GPUConfig, num_warps: int):
 def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
     shared = cost._feeds_dot(program)
     loads: list = []
-    raw = _compile(program.body, shared, loads, {})
+    raw = _compile(program.body, shared, loads)
     return _cost_steps(raw, cfg, program.num_warps), loads
 
 
