@@ -2,7 +2,7 @@
 
 Kernels are written once in a tile DSL (``gpusim.dsl``); the same IR runs exactly on numpy
 (``gpusim.backends.numpy_exec``), is timed by a SimPy model (``gpusim.backends.sim``) and is
-lowered to Triton (``gpusim.backends.triton_backend``, imported only when asked for).
+lowered to Triton (``gpusim.backends.triton``, imported only when asked for).
 """
 from .api import simulate, simulate_workload
 from .hardware import GPUConfig, available_gpus, load_gpu

@@ -58,7 +58,7 @@ def _cmd_kernels(args):
 
 
 def _cmd_run(args):
-    from .scenario import format_table, load_scenario, prepare_out, run_scenario
+    from .sweep.scenario import format_table, load_scenario, prepare_out, run_scenario
 
     executor = args.executor or ("dask" if args.scheduler else "local")
     if executor == "local" and args.scheduler:
@@ -72,7 +72,7 @@ def _cmd_run(args):
                          f"narrow it with --set (e.g. --set sweep={{}})")
     prepare_out(out)
     if executor == "dask":
-        from .executors import check_scheduler
+        from .sweep.executors import check_scheduler
 
         check_scheduler(args.scheduler)
     jobs = args.jobs if args.jobs is not None else _cores()
@@ -83,17 +83,17 @@ def _cmd_run(args):
     written = [out / "results.csv", out / "kernels.csv", out / "manifest.json"]
     if not args.no_plots:
         try:
-            from . import report
+            from .output import report
         except ImportError:
             report = None
         if report is not None and hasattr(report, "make_reports"):
             written += report.make_reports(out, sc, rows, krows, fmt=args.format)
     if args.timeline:
-        from .scenario import run_point
+        from .sweep.scenario import run_point
 
         _, _, result = run_point(sc.points[0], timeline=True)
         if result is not None and result.status == "ok":
-            from . import timeline
+            from .output import timeline
 
             written += timeline.write_timeline(result, out, fmt=args.format)
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
@@ -145,20 +145,20 @@ def _cmd_triton_source(args):
         resolve_params(args.kernel, params)
     except KernelParamError as e:
         raise UsageError(f"triton-source: {e.field}: {e}") from None
-    from .backends.triton_backend import main_triton_source
+    from .backends.triton.run import main_triton_source
 
     print(main_triton_source(args.kernel, params))
     return 0
 
 
 def _cmd_calibrate(args):
-    from .calibrate import main as calibrate_main
+    from .hw.calibrate import main as calibrate_main
 
     return calibrate_main(args)
 
 
 def _cmd_validate(args):
-    from .validate import main as validate_main
+    from .hw.validate import main as validate_main
 
     return validate_main(args)
 
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
 
     from .hardware import ConfigError
     from .kernels import KernelParamError
-    from .scenario import RunError, ScenarioError
+    from .sweep.scenario import RunError, ScenarioError
 
     ap = build_parser()
     args = ap.parse_args(argv)

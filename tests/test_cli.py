@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusim import executors
+from gpusim.sweep import executors
 from gpusim.cli import main
 from gpusim.hardware import CONFIG_DIR
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpusim.validate import analyze, resimulate
+from gpusim.hw.validate import analyze, resimulate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "docs" / "validation" / "h200"
 CONFIG = ROOT / "configs" / "h200-measured.yaml"
 CASES = sorted(RECORDED.glob("val_*/validation.json"))

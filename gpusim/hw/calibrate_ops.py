@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from .dsl import cast, exp2, full, load, loop, maximum, program_id, store, trace, tmax, tsum, where
-from .dsl.ir import Launch, TensorArg, Workload
+from ..dsl import cast, exp2, full, load, loop, maximum, program_id, store, trace, tmax, tsum, where
+from ..dsl.ir import Launch, TensorArg, Workload
 
 ROWS, COLS = 64, 64
 REPS = 512
@@ -102,8 +102,8 @@ def measure(sm_count: int, clock_hz: float, log=print) -> tuple:
     """Run every op microbenchmark on the GPU; returns (rates, raw times in us)."""
     import numpy as np
 
-    from .backends import numpy_exec
-    from .backends.triton_backend import run_workload, time_workload
+    from ..backends import numpy_exec
+    from ..backends.triton.run import run_workload, time_workload
 
     times = {}
     for kind in OP_KINDS:
@@ -142,8 +142,8 @@ def measure_launch(ks=(1, 2, 3, 4), repeats: int = 5, log=print) -> dict:
     import statistics
 
 
-    from .backends import numpy_exec
-    from .backends.triton_backend import run_workload, time_workload
+    from ..backends import numpy_exec
+    from ..backends.triton.run import run_workload, time_workload
 
     t = {}
     for n in ks:
@@ -265,8 +265,8 @@ def segment_workload(mode: str, width: int) -> Workload:
 
 def measure_segments(log=print) -> dict:
     """DRAM bandwidth (bytes / s) for isolated row segments of 128 B .. 1 KiB, reads and writes."""
-    from .backends import numpy_exec
-    from .backends.triton_backend import run_workload, time_workload
+    from ..backends import numpy_exec
+    from ..backends.triton.run import run_workload, time_workload
 
     out = {}
     for mode in ("read", "write"):
@@ -301,8 +301,8 @@ def measure_cta_dispatch(sm_count: int, log=print) -> dict:
     per-slot cost (scales with how many CTAs an SM holds) or a GPU-wide dispatch rate."""
     import numpy as np
 
-    from .backends import numpy_exec
-    from .backends.triton_backend import run_workload, time_workload
+    from ..backends import numpy_exec
+    from ..backends.triton.run import run_workload, time_workload
 
     out = {}
     for nw in (1, 4):

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends import numpy_exec
-from .hardware import GPUConfig, load_gpu
-from .kernels import ALL_PARAM_NAMES, build
+from ..backends import numpy_exec
+from ..hardware import GPUConfig, load_gpu
+from ..kernels import ALL_PARAM_NAMES, build
 
 TOL = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}        # max_rel_err allowed, by storage dtype
 TILE_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK", "num_stages", "num_warps")
@@ -140,7 +140,7 @@ def check_outputs(workload, outputs: dict, inputs: dict, seed: int = 0) -> tuple
 # --------------------------------------------------------------------------- simulation
 def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> dict:
     """Prediction of one point as plain data (runs in worker processes; never raises)."""
-    from .api import simulate
+    from ..api import simulate
 
     t0 = time.time()
     try:
@@ -157,8 +157,8 @@ def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> di
     if len(r.kernels) > 1:
         import dataclasses
 
-        from .api import simulate_workload
-        from .kernels import build
+        from ..api import simulate_workload
+        from ..kernels import build
 
         w = build(kernel, params)
         alone = [simulate_workload(dataclasses.replace(w, launches=(lc,)), cfg, check=False, fidelity=fidelity)
@@ -177,7 +177,7 @@ def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> di
 
 # --------------------------------------------------------------------------- the GPU side
 class TritonCudaBackend:
-    """Runs and times workloads through ``gpusim.backends.triton_backend`` on cuda:0."""
+    """Runs and times workloads through ``gpusim.backends.triton`` on cuda:0."""
 
     name = "triton-cuda"
 
@@ -185,12 +185,12 @@ class TritonCudaBackend:
         self._reference_cache: dict = {}
 
     def run(self, workload, inputs: dict) -> dict:
-        from .backends import triton_backend as tb
+        from ..backends.triton import run as tb
 
         return tb.run_workload(workload, inputs, device="cuda")
 
     def time(self, workload, inputs: dict) -> dict:
-        from .backends import triton_backend as tb
+        from ..backends.triton import run as tb
 
         return tb.time_workload(workload, inputs)
 
@@ -337,7 +337,7 @@ def measure_point(kernel: str, params: dict, backend, seeds=SEEDS, reference: bo
 # --------------------------------------------------------------------------- ncu
 def ncu_command(ncu: str, spec_path) -> list:
     return [ncu, "--clock-control", "none", "--metrics", ",".join(NCU_METRICS), "--csv", "--print-units", "base",
-            sys.executable, "-m", "gpusim.validate", "--ncu-points", str(spec_path)]
+            sys.executable, "-m", "gpusim.hw.validate", "--ncu-points", str(spec_path)]
 
 
 _UNIT = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "b": 1.0, "kb": 1e3, "mb": 1e6,
@@ -411,7 +411,7 @@ def assign_ncu(kernels: list, expected: list, statuses: dict) -> dict:
 
 
 def _expected_kernels(kernel: str, params: dict) -> list:
-    from .backends import triton_backend as tb
+    from ..backends.triton import run as tb
 
     return [tb.kernel_name(l.program) for l in build(kernel, params).launches]
 
@@ -513,7 +513,7 @@ def ncu_points_entry(spec_arg: str) -> int:
     points = spec["points"] if isinstance(spec, dict) and "points" in spec else (
         spec if isinstance(spec, list) else [spec])
     device = spec.get("device", "cuda") if isinstance(spec, dict) else "cuda"
-    from .backends import triton_backend as tb
+    from ..backends.triton import run as tb
 
     for i, pt in enumerate(points):
         idx = pt.get("index", i)
@@ -522,8 +522,8 @@ def ncu_points_entry(spec_arg: str) -> int:
             wl = build(pt["kernel"], pt["params"])
             inputs = numpy_exec.random_inputs(wl, pt.get("seed", SEEDS[0]))
             if hasattr(tb, "_allocate") and hasattr(tb, "_launchers"):
-                mem = tb._allocate(wl, inputs, device)
-                for launch, (_, go) in zip(wl.launches, tb._launchers(wl, mem)):
+                mem = tb.allocate(wl, inputs, device)
+                for launch, (_, go) in zip(wl.launches, tb.launchers(wl, mem)):
                     go()
                     st["launched"] += 1
                     st["kernels"].append(tb.kernel_name(launch.program))
@@ -1053,13 +1053,13 @@ def run_validation(sc, cfg: GPUConfig, out: Path, backend=None, *, ncu: bool = T
                    seeds=SEEDS, config_source: str = "") -> tuple:
     """Measure and predict every point of scenario ``sc``; returns (records, meta). Saves
     ``out/validation.json`` after every point."""
-    from . import __version__
+    from .. import __version__
 
     backend = backend or TritonCudaBackend()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        from .scenario import _git_rev
+        from ..sweep.scenario import _git_rev
 
         rev = _git_rev()
     except Exception:
@@ -1170,7 +1170,7 @@ def print_table(rows: list) -> None:
 
 def main(args) -> int:
     """Entry point of ``gpusim validate`` (args: scenario, gpu, out, set, no_ncu, reference)."""
-    from .scenario import load_scenario
+    from ..sweep.scenario import load_scenario
 
     sc = load_scenario(args.scenario, args.set)
     cfg = load_gpu(args.gpu)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 import gpusim
-from gpusim import timeline
+from gpusim.output import timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

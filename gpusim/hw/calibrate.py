@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .hardware import GPUConfig, Measurement, load_gpu
+from ..hardware import GPUConfig, Measurement, load_gpu
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 INT_FIELDS = {"sm_count", "sram_bytes_per_sm", "sram_bytes_per_cta_max", "registers_per_sm", "max_registers_per_thread",
@@ -870,15 +870,15 @@ class Calibrator:
         validation harness times). With at most 4 launches the host enqueues them all while the GPU
         still runs do_bench's L2-clearing memset, so the line through T(k) is the GPU-side cost."""
         from . import calibrate_ops
-        from .backends import numpy_exec
-        from .backends.triton_backend import _allocate, _launchers
+        from ..backends import numpy_exec
+        from ..backends.triton.run import allocate, launchers
 
         ks = (1, 2, 3, 4)
         meds = []
         for k in ks:
             w = calibrate_ops.launch_workload(k)
-            mem = _allocate(w, numpy_exec.random_inputs(w, seed=2), self.dev)
-            fns = [f for _, f in _launchers(w, mem)]
+            mem = allocate(w, numpy_exec.random_inputs(w, seed=2), self.dev)
+            fns = [f for _, f in launchers(w, mem)]
 
             def run(fns=fns):
                 for f in fns:
@@ -968,7 +968,7 @@ def provenance(dev: dict) -> dict:
         out["triton_version"] = triton.__version__
     except Exception:
         pass
-    from . import __version__
+    from .. import __version__
 
     out["gpusim_version"] = __version__
     return out

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 import gpusim
-from gpusim import scenario
+from gpusim.sweep import scenario
 from gpusim.cli import main
 from gpusim.hardware import load_gpu
-from gpusim.scenario import Progress, apply_set, load_scenario, run_scenario
+from gpusim.sweep.scenario import Progress, apply_set, load_scenario, run_scenario
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _real_run_point = scenario.run_point
 
 

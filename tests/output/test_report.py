@@ -5,8 +5,8 @@ import textwrap
 import matplotlib
 import pytest
 
-from gpusim import report
-from gpusim.scenario import load_scenario, run_scenario
+from gpusim.output import report
+from gpusim.sweep.scenario import load_scenario, run_scenario
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

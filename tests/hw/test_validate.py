@@ -11,10 +11,11 @@ import pytest
 if os.environ.get("GPUSIM_TRITON_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported
 
-from gpusim import kernels, validate as val  # noqa: E402
+from gpusim import kernels
+from gpusim.hw import validate as val  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
 from gpusim.hardware import load_gpu  # noqa: E402
-from gpusim.scenario import load_scenario  # noqa: E402
+from gpusim.sweep.scenario import load_scenario  # noqa: E402
 
 
 # --------------------------------------------------------------------------- statistics
@@ -295,7 +296,7 @@ def test_select_ncu_points_cap():
 FAKE_NCU = r'''#!{python}
 import json, sys
 from gpusim.kernels import build
-from gpusim.backends.triton_backend import kernel_name
+from gpusim.backends.triton.lower import kernel_name
 spec = json.load(open(sys.argv[-1]))
 assert sys.argv[1:3] == ["--clock-control", "none"], sys.argv
 print("==PROF== Connected to process 1")

@@ -61,7 +61,7 @@ def parse(result) -> Parsed:
     """Split ``result.timeline`` by event kind and assign each CTA slot a lane within its SM."""
     clock = result.clock_hz
     if not clock:
-        from .hardware import load_gpu
+        from ..hardware import load_gpu
 
         clock = load_gpu(result.gpu).clock_hz
     p = Parsed(float(clock))
@@ -340,7 +340,7 @@ def gantt(p: Parsed, result, out: Path, fmt: str = "png") -> Path:
 
 def _sm_count(result):
     try:
-        from .hardware import load_gpu
+        from ..hardware import load_gpu
 
         return load_gpu(result.gpu).sm_count
     except Exception:

@@ -117,7 +117,7 @@ def _distinct(rows, name) -> list:
 
 
 def _param_help(name: str) -> str:
-    from .kernels import KERNELS
+    from ..kernels import KERNELS
 
     for spec in KERNELS.values():
         p = spec.param(name)
@@ -378,7 +378,7 @@ def _write_pivot(path: Path, axis: str, xs_all, series: dict) -> Path:
 # --------------------------------------------------------------------------- 2. roofline
 def rooflines(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
     """roofline_<gpu>.<fmt>: arithmetic intensity vs achieved FLOP/s under the config's roofs."""
-    from .hardware import load_gpu
+    from ..hardware import load_gpu
 
     axis = sweep_axis(rows, param_names, sweep_order)
     varying = _varying(rows, param_names, exclude=(axis,) if axis else ())

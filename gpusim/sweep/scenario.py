@@ -24,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__
-from .hardware import ConfigError, GPUConfig, load_gpu
-from .kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
-from .result import KERNEL_COLUMNS, METRIC_COLUMNS
+from .. import __version__
+from ..hardware import ConfigError, GPUConfig, load_gpu
+from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
+from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 
 TOP_KEYS = ("name", "description", "gpu", "kernel", "params", "sweep", "check", "fidelity")
 
@@ -301,7 +301,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
 # --------------------------------------------------------------------------- running points
 def run_point(point: Point, timeline: bool = False):
     """Simulate one point; never raises: failures become status=error rows."""
-    from .api import simulate
+    from ..api import simulate
 
     try:
         r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
@@ -567,7 +567,7 @@ def _git_rev() -> str | None:
     """HEAD of the git checkout gpusim runs from, if it runs from one (not an enclosing repository)."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         r = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], capture_output=True, text=True,
                            timeout=5, cwd=root)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .dsl import (LOG2E, arange, cdiv, dot, exp2, full, load, loop, maximum, program_id, store, tmax, trace, trans,
+from ..dsl import (LOG2E, arange, cdiv, dot, exp2, full, load, loop, maximum, program_id, store, tmax, trace, trans,
                   tsum, where, zeros)
-from .dsl.ir import Launch, TensorArg, Workload, emin
+from ..dsl.ir import Launch, TensorArg, Workload, emin
 
 DTYPES = ("fp16", "bf16", "fp32")
 

@@ -10,7 +10,7 @@ import pytest
 if os.environ.get("GPUSIM_TRITON_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported
 
-from gpusim import calibrate as cal  # noqa: E402
+from gpusim.hw import calibrate as cal  # noqa: E402
 from gpusim.hardware import GPUConfig, load_gpu  # noqa: E402
 
 MIB = 1 << 20
@@ -260,7 +260,7 @@ def test_whole_benchmark_sequence_on_the_interpreter(tmp_path):
 
 
 def test_simt_ops_stage_records_rates(monkeypatch):
-    ops = pytest.importorskip("gpusim.calibrate_ops")
+    ops = pytest.importorskip("gpusim.hw.calibrate_ops")
     monkeypatch.setattr(ops, "measure", lambda sm, clk, log=print: ({"mul": 100.0, "sfu": 15.0},
                                                                      {"mul": 10.0, "exp2": 20.0}))
     c = cal.Calibrator(TINY, load_gpu("h200"), device="cpu")

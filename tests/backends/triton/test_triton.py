@@ -21,7 +21,7 @@ pytest.importorskip("torch", reason="the Triton backend allocates tensors with t
 
 from gpusim import kernels  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
-from gpusim.backends import triton_backend as tb  # noqa: E402
+from gpusim.backends.triton import lower as _lower, run as tb  # noqa: E402
 from gpusim.dsl import builder as dsl  # noqa: E402
 from gpusim.dsl import ir  # noqa: E402
 
@@ -31,7 +31,7 @@ if DEVICE == "cuda":
     if not torch.cuda.is_available():
         pytest.skip("GPUSIM_TRITON_TEST_DEVICE=cuda but no CUDA device", allow_module_level=True)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # max_rel_err allowed per storage dtype; bf16 allows two bf16 ulps (the interpreter truncates
 # fp32 -> bf16 where numpy rounds to nearest even).
 TOL = {"fp32": 1e-4, "fp16": 2e-3, "bf16": 1.6e-2}
@@ -141,34 +141,34 @@ def test_every_op_matches_numpy(dtype):
 def test_lower_flash_source_is_deterministic():
     wl = kernels.build("attention_flash", dict(ATTN, causal=True, BLOCK_M=32, BLOCK_N=32))
     prog, grid = wl.launches[0].program, wl.launches[0].grid
-    src = tb.lower(prog, grid)
+    src = _lower.lower(prog, grid)
     assert "@triton.jit" in src and "tl.dot(" in src and "tl.range(" in src and "num_stages=" in src
     assert "attention_flash" in src.splitlines()[0] and "BLOCK_M=32" in src
-    assert src == tb.lower(prog, grid)
+    assert src == _lower.lower(prog, grid)
     rebuilt = kernels.build("attention_flash", dict(ATTN, causal=True, BLOCK_M=32, BLOCK_N=32)).launches[0]
-    assert tb.lower(rebuilt.program, rebuilt.grid) == src
+    assert _lower.lower(rebuilt.program, rebuilt.grid) == src
     compile(src, "<generated>", "exec")
 
 
 def test_masks_only_where_needed():
     even = kernels.build("matmul", dict(M=64, N=64, K=64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)).launches[0]
-    assert "mask=" not in tb.lower(even.program, even.grid)
-    assert "mask=" in tb.lower(even.program)            # without a grid, program ids are unbounded
+    assert "mask=" not in _lower.lower(even.program, even.grid)
+    assert "mask=" in _lower.lower(even.program)            # without a grid, program ids are unbounded
     ragged = kernels.build("matmul", dict(M=100, N=64, K=64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)).launches[0]
-    src = tb.lower(ragged.program, ragged.grid)
+    src = _lower.lower(ragged.program, ragged.grid)
     assert "< 100)" in src and "< 64)" not in src
 
 
 def test_fp32_dot_uses_ieee():
     wl = kernels.build("matmul", dict(M=64, N=64, K=64, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, dtype="fp32"))
-    assert 'input_precision="ieee"' in tb.lower(wl.launches[0].program)
+    assert 'input_precision="ieee"' in _lower.lower(wl.launches[0].program)
 
 
 def test_non_power_of_two_tile_is_rejected():
     x, y = ir.TensorArg("x", (300,), "fp16"), ir.TensorArg("y", (300,), "fp16")
     prog = dsl.trace(kernels.elementwise_body, "odd", [x, y], BLOCK=100, ops=(("mul", 2.0),))
-    with pytest.raises(tb.LoweringError, match="power-of-two"):
-        tb.lower(prog)
+    with pytest.raises(_lower.LoweringError, match="power-of-two"):
+        _lower.lower(prog)
 
 
 def test_main_triton_source_lists_every_launch():
@@ -179,7 +179,7 @@ def test_main_triton_source_lists_every_launch():
 
 
 def test_import_is_lazy():
-    code = ("import sys, gpusim, gpusim.kernels, gpusim.backends.triton_backend; "
+    code = ("import sys, gpusim, gpusim.kernels, gpusim.backends.triton.run; "
             "bad = [m for m in ('triton', 'torch') if m in sys.modules]; "
             "print(','.join(bad)); sys.exit(1 if bad else 0)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))

@@ -1,0 +1,1 @@
+"""What users read: tables, plots and timelines made from results."""

@@ -1,0 +1,1 @@
+"""Scenario files -> points -> results: validation, the point cache, runners and executors."""
