@@ -1059,9 +1059,9 @@ def run_validation(sc, cfg: GPUConfig, out: Path, backend=None, *, ncu: bool = T
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        from ..sweep.scenario import _git_rev
+        from ..provenance import git_revision
 
-        rev = _git_rev()
+        rev = git_revision()
     except Exception:
         rev = None
     meta = {"scenario_name": sc.name, "scenario_source": str(sc.source), "scenario": sc.data, "gpu": cfg.name,

@@ -26,6 +26,7 @@ import yaml
 
 from .. import __version__
 from ..hardware import ConfigError, GPUConfig, load_gpu
+from ..provenance import git_revision
 from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
 from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 
@@ -474,7 +475,7 @@ def run_scenario(sc: Scenario, out: Path, jobs: int | None = None, force: bool =
         for r in rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         manifest = {"scenario": sc.data, "overrides": sc.overrides, "source": sc.source,
-                    "gpusim_version": __version__, "git_revision": _git_rev(), "config_hashes": sc.config_hashes,
+                    "gpusim_version": __version__, "git_revision": git_revision(), "config_hashes": sc.config_hashes,
                     "points": len(sc.points), "computed": computed, "status_counts": counts,
                     "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
                     "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -561,20 +562,6 @@ def _fmt(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     return v
-
-
-def _git_rev() -> str | None:
-    """HEAD of the git checkout gpusim runs from, if it runs from one (not an enclosing repository)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        r = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], capture_output=True, text=True,
-                           timeout=5, cwd=root)
-        top, rev = r.stdout.split()
-        return rev if Path(top).resolve() == root else None
-    except Exception:
-        return None
 
 
 def format_table(rows: list, param_names: list) -> str:
