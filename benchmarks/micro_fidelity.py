@@ -1,0 +1,247 @@
+"""Microbenchmarks for the mechanisms below the tile (run on a machine with an NVIDIA GPU).
+
+Each one isolates one mechanism, so the model's constants come from these and never from a
+validation point:
+
+  spill     fp32 values kept live per thread across a loop, past the 255-register limit: time per
+            iteration against the spill bytes ptxas reports (local memory through L1/L2).
+  vector    a streaming copy at sizes divisible by 16, 8, 4, 2 and 1 element: Triton vectorizes a
+            global access only as wide as it can prove aligned, so the achieved bandwidth per width.
+  latency   dependent chains (FMA, MUFU.EX2, tensor-core MMA) with 1..16 warps per SM: cycles per
+            dependent instruction with one warp, and how many warps it takes to fill the pipe.
+  resources registers / spills / shared memory of the compiled kernels of every point of the given
+            scenario files (cache hits after `gpusim validate` compiled them).
+
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [resources SCENARIO...]
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+from triton.testing import do_bench
+
+
+def _bench_us(fn) -> float:
+    return 1000.0 * float(do_bench(fn, warmup=10, rep=40, return_mode="median"))
+
+
+def _clock_hz() -> float:
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        return float(out) * 1e6
+    except Exception:
+        return float("nan")
+
+
+# ----------------------------------------------------------------------------- spill
+@triton.jit
+def _live_kernel(out_ptr, a, b, T, BLOCK: tl.constexpr):
+    # BLOCK fp32 values per CTA all live across the loop: BLOCK / (32 * num_warps) per thread
+    offs = tl.arange(0, BLOCK)
+    x = offs.to(tl.float32) * 1e-6
+    for _ in range(T):
+        x = x * a + b
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + offs, x)
+
+
+def spill(sm_count: int, clock: float) -> list:
+    rows = []
+    T = 4096
+    for per_thread in (64, 128, 192, 256, 320, 384, 512):
+        nw = 4
+        block = per_thread * 32 * nw
+        ctas = sm_count   # one CTA per SM: the SM's issue rate is not the limit
+        out = torch.empty(ctas * block, device="cuda", dtype=torch.float32)
+        k = _init(_live_kernel.warmup(out, 0.999, 0.001, T, BLOCK=block, grid=(ctas,), num_warps=nw))
+        _live_kernel[(ctas,)](out, 0.999, 0.001, T, BLOCK=block, num_warps=nw)
+        us = _bench_us(lambda: _live_kernel[(ctas,)](out, 0.999, 0.001, T, BLOCK=block, num_warps=nw))
+        ref = torch.arange(block, device="cuda", dtype=torch.float32) * 1e-6
+        rows.append({"per_thread_fp32": per_thread, "num_warps": nw, "ctas": ctas, "iters": T, "us": us,
+                     "n_regs": getattr(k, "n_regs", None), "n_spills": getattr(k, "n_spills", None),
+                     "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out[:block]).all()
+                                                                          and out.shape[0] == ctas * block),
+                     "ref_first": float(ref[1])})
+        print("spill", rows[-1], flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- vector width
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+def vector(sm_count: int, clock: float) -> list:
+    rows = []
+    base = 1 << 26
+    for dtype in (torch.float16, torch.float32):
+        for extra in (0, 8, 4, 2, 1):
+            n = base + extra if extra != 0 else base
+            x = torch.randn(n, device="cuda").to(dtype)
+            y = torch.empty_like(x)
+            grid = (triton.cdiv(n, 1024),)
+            k = _init(_copy_kernel.warmup(x, y, n, BLOCK=1024, grid=grid, num_warps=4))
+            _copy_kernel[grid](x, y, n, BLOCK=1024, num_warps=4)
+            ok = bool(torch.equal(x, y))
+            us = _bench_us(lambda: _copy_kernel[grid](x, y, n, BLOCK=1024, num_warps=4))
+            sass = ""
+            try:
+                sass = k.asm.get("sass", "") or ""
+            except Exception:
+                pass
+            width = None
+            for tag in ("LDG.E.128", "LDG.E.64", "LDG.E.U16", "LDG.E.U8", "LDG.E"):
+                if tag in sass:
+                    width = tag
+                    break
+            es = x.element_size()
+            rows.append({"dtype": str(dtype).replace("torch.", ""), "n": n, "divisible_by": 16 if extra == 0 else extra,
+                         "us": us, "gbps": 2 * n * es / (us * 1e-6) / 1e9, "ok": ok, "n_regs": getattr(k, "n_regs", None),
+                         "ldg": width})
+            print("vector", rows[-1], flush=True)
+            del x, y
+    return rows
+
+
+# ----------------------------------------------------------------------------- dependent latency
+@triton.jit
+def _fma_chain(out_ptr, a, b, T, BLOCK: tl.constexpr):
+    x = tl.arange(0, BLOCK).to(tl.float32) * 1e-3
+    for _ in range(T):
+        x = x * a + b
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), x)
+
+
+@triton.jit
+def _ex2_chain(out_ptr, c, T, BLOCK: tl.constexpr):
+    x = tl.arange(0, BLOCK).to(tl.float32) * 1e-3
+    for _ in range(T):
+        x = tl.exp2(x * c)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), x)
+
+
+@triton.jit
+def _mma_chain(a_ptr, b_ptr, out_ptr, T, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    for _ in range(T):
+        acc = tl.dot(a, b, acc)
+    tl.store(out_ptr + tl.program_id(0) * M * N + rm[:, None] * N + rn[None, :], acc)
+
+
+def latency(sm_count: int, clock: float) -> list:
+    rows = []
+    T = 8192
+    for warps_per_sm in (1, 2, 4, 8, 16, 32):
+        # one warp per CTA, warps_per_sm CTAs per SM: 32 lanes, one value each (a pure chain per warp)
+        ctas = sm_count * warps_per_sm
+        out = torch.empty(ctas * 32, device="cuda", dtype=torch.float32)
+        for name, fn, args in (("fma", _fma_chain, (0.999, 0.001, T)), ("ex2", _ex2_chain, (0.5, T))):
+            fn[(ctas,)](out, *args, BLOCK=32, num_warps=1)
+            us = _bench_us(lambda: fn[(ctas,)](out, *args, BLOCK=32, num_warps=1))
+            cyc = us * 1e-6 * clock / T
+            rows.append({"chain": name, "warps_per_sm": warps_per_sm, "us": us, "cycles_per_iter": cyc,
+                         "ok": bool(torch.isfinite(out).all())})
+            print("latency", rows[-1], flush=True)
+    T2 = 2048
+    for M, N, K in ((64, 64, 16), (64, 64, 64), (64, 128, 64), (128, 128, 64)):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16) * 0.01
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16) * 0.01
+        for ctas_per_sm in (1, 2, 4):
+            ctas = sm_count * ctas_per_sm
+            out = torch.empty(ctas * M * N, device="cuda", dtype=torch.float32)
+            _mma_chain[(ctas,)](a, b, out, T2, M=M, N=N, K=K, num_warps=4)
+            ref = (a.float() @ b.float()) * T2  # acc grows by a@b each step
+            err = float((out[: M * N].view(M, N) - ref).abs().max() / (ref.abs().max() + 1e-12))
+            us = _bench_us(lambda: _mma_chain[(ctas,)](a, b, out, T2, M=M, N=N, K=K, num_warps=4))
+            cyc = us * 1e-6 * clock / T2
+            rows.append({"chain": "mma", "M": M, "N": N, "K": K, "ctas_per_sm": ctas_per_sm, "num_warps": 4,
+                         "us": us, "cycles_per_iter": cyc,
+                         "flops_per_clk_per_sm": 2.0 * M * N * K * ctas_per_sm / cyc, "rel_err": err})
+            print("latency", rows[-1], flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- compiled resources
+_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
+_ESIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4}
+
+
+def _init(k):
+    """Load the compiled kernel so its n_regs / n_spills are filled in."""
+    try:
+        k._init_handles()
+    except Exception:  # noqa: BLE001 - older/newer Triton fill them eagerly
+        pass
+    return k
+
+
+def resources(scenarios: list) -> list:
+    """n_regs / n_spills / shared of the compiled kernels of every point (Triton's own compile)."""
+    from gpusim.backends.triton.lower import kernel_name, launch_stages, lower
+    from gpusim.backends.triton.run import load_kernel
+    from gpusim.kernels import build
+    from gpusim.sweep.scenario import load_scenario
+
+    rows = []
+    for path in scenarios:
+        sc = load_scenario(path)
+        for i, pt in enumerate(sc.points):
+            try:
+                wl = build(pt.kernel, pt.params)
+            except Exception as e:  # noqa: BLE001 - recorded, not fatal
+                rows.append({"scenario": path, "point": i, "error": str(e)})
+                continue
+            for launch in wl.launches:
+                prog = launch.program
+                t0 = time.time()
+                try:
+                    fn = load_kernel(lower(prog, launch.grid), kernel_name(prog))
+                    args = [torch.empty(max(1, t.nbytes // _ESIZE[t.dtype]), device="cuda", dtype=_TORCH[t.dtype])
+                            for t in prog.params]
+                    k = fn.warmup(*args, grid=tuple(launch.grid), num_warps=prog.num_warps,
+                                  num_stages=launch_stages(prog))
+                    _init(k)
+                    rows.append({"scenario": path, "point": i, "kernel": pt.kernel, "params": pt.params,
+                                 "launch": launch.name, "n_regs": k.n_regs, "n_spills": k.n_spills,
+                                 "shared": k.metadata.shared, "compile_s": time.time() - t0})
+                except Exception as e:  # noqa: BLE001
+                    rows.append({"scenario": path, "point": i, "launch": launch.name, "error": repr(e)[:300]})
+                del args
+        print("resources", path, len(rows), flush=True)
+    return rows
+
+
+def main(argv) -> int:
+    out_path, what = argv[0], argv[1:]
+    props = torch.cuda.get_device_properties(0)
+    sm_count, clock = props.multi_processor_count, _clock_hz()
+    res = {"device": props.name, "sm_count": sm_count, "clock_hz": clock, "triton": triton.__version__,
+           "torch": torch.__version__}
+    if "resources" in what:
+        i = what.index("resources")
+        res["resources"] = resources(what[i + 1:])
+        what = what[:i]
+    for name in what:
+        res[name] = globals()[name](sm_count, clock)
+        with open(out_path, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
