@@ -55,7 +55,7 @@ def _live_kernel(out_ptr, a, b, T, BLOCK: tl.constexpr):
 def spill(sm_count: int, clock: float) -> list:
     rows = []
     T = 4096
-    for per_thread in (64, 128, 192, 256, 320, 384, 512):
+    for per_thread in (64, 128, 256, 512):
         nw = 4
         block = per_thread * 32 * nw
         ctas = sm_count   # one CTA per SM: the SM's issue rate is not the limit
