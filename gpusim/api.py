@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from .backends import numpy_exec
-from .backends.sim.cost import InfeasibleError
+from .backends.sim.cost import InfeasibleError, occupancy
 from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
-from .dsl import ir
+from .backends.sim.stats import LaunchStats
+from .dsl import analysis, ir
 from .hardware import GPUConfig, load_gpu
 from .kernels import build, resolve_params
-from .result import KernelResult, Result
+from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
 AUTO_CHECK_MAX_ELEMS = 1 << 22
@@ -24,16 +25,8 @@ def _addresses(workload: ir.Workload) -> dict:
 
 
 def _check_work(workload: ir.Workload) -> tuple:
-    work = 0
-    for launch in workload.launches:
-        trips = 1
-        for op in ir.walk(launch.program.body):
-            if isinstance(op, ir.Loop):
-                s, e = op.start, op.end
-                # upper bound: evaluate at the last program
-                last = tuple(g - 1 for g in launch.grid) + (0,) * (3 - len(launch.grid))
-                trips += max(0, -(-(ir.eval_expr(e, last, {}) - ir.eval_expr(s, last, {})) // op.step))
-        work += launch.num_programs * trips
+    """(CTA-iterations, elements) the numpy executor would have to run and hold."""
+    work = sum(analysis.work_bound(launch) for launch in workload.launches)
     elems = sum(t.nbytes // ir.DTYPE_BYTES[t.dtype] for t in workload.tensors.values())
     return work, elems
 
@@ -48,8 +41,6 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     common.update(peak_flops_per_s=peak, ridge_flop_per_byte=cfg.ridge_flop_per_byte(dtype, uses_tensor))
     try:
         for launch in workload.launches:
-            from .backends.sim.cost import occupancy
-
             occupancy(launch.program, cfg)
     except InfeasibleError as e:
         return Result(cfg.name, workload.name, params, "infeasible", str(e), **common)
@@ -60,29 +51,12 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     t_cycles = 0.0
     launch_cycles = cfg.launch_overhead_us * 1e-6 * cfg.clock_hz
     for launch in workload.launches:
-        sim = LaunchSim(launch, cfg, l2, addr, workload.tensors, fidelity=fidelity, timeline=timeline).run()
-        c = sim.total_counters
-        cyc = sim.cycles
-        busy = [sum(sm.pipe_busy[i] for sm in sim.sms) * sim.counters_scale / (cfg.sm_count * cyc) if cyc else 0.0
-                for i in range(3)]
+        st = LaunchSim(launch, cfg, l2, addr, workload.tensors, fidelity=fidelity, timeline=timeline).run()
         t_start = t_cycles + launch_cycles
-        kernels.append(KernelResult(
-            launch=launch.name, grid=tuple(launch.grid), ctas_per_sm=sim.occ.ctas_per_sm,
-            occupancy_limiter=sim.occ.limiter, waves=launch.num_programs / (cfg.sm_count * sim.occ.ctas_per_sm),
-            time_us=(cyc + launch_cycles) / cfg.clock_hz * 1e6, cycles=cyc,
-            dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes, l2_read_bytes=c.l2_read_bytes,
-            l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
-            vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=busy[0], vector_busy=busy[1],
-            sfu_busy=busy[2], simulated_ctas=sim.sampling["simulated_ctas"], total_ctas=sim.sampling["total_ctas"],
-            loop_group=sim.sampling["loop_group"], start_us=t_start / cfg.clock_hz * 1e6))
+        kernels.append(_kernel_result(launch, cfg, st, launch_cycles, t_start))
         if timeline:
-            events.append(("launch", launch.name, t_cycles, t_start, t_start + cyc))
-            for e in sim.events:
-                events.append(e[:-2] + (e[-2] + t_start, e[-1] + t_start) + (launch.name,))
-            for name, ch in (("hbm", sim.hbm), ("l2", sim.l2ch)):
-                for s, e, b in ch.log:
-                    events.append((name, s + t_start, e + t_start, b, launch.name))
-        t_cycles = t_start + cyc
+            events.extend(_timeline(launch.name, st, t_cycles, t_start))
+        t_cycles = t_start + st.cycles
     total_us = t_cycles / cfg.clock_hz * 1e6 + cfg.sync_overhead_us
 
     err = None
@@ -90,6 +64,29 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
         err = numpy_exec.check(workload, seed)
     return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
                   timeline=tuple(events), **common)
+
+
+def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,
+                   t_start: float) -> KernelResult:
+    c, occ, smp = st.counters, st.occupancy, st.sampling
+    return KernelResult(
+        launch=launch.name, grid=tuple(launch.grid), ctas_per_sm=occ.ctas_per_sm,
+        occupancy_limiter=occ.limiter, waves=launch.num_programs / (cfg.sm_count * occ.ctas_per_sm),
+        time_us=(st.cycles + launch_cycles) / cfg.clock_hz * 1e6, cycles=st.cycles,
+        dram_read_bytes=c.dram_read_bytes, dram_write_bytes=c.dram_write_bytes, l2_read_bytes=c.l2_read_bytes,
+        l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
+        vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=st.busy[0], vector_busy=st.busy[1],
+        sfu_busy=st.busy[2], simulated_ctas=smp.simulated_ctas, total_ctas=smp.total_ctas,
+        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6)
+
+
+def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float) -> list:
+    """A launch's timeline events on the point's clock: the launch, its CTAs and ops, its transfers."""
+    out = [LaunchEvent(name, t_issue, t_start, t_start + st.cycles)]
+    out.extend(e.shifted(t_start, name) for e in st.events)
+    for channel, log in st.transfers:
+        out.extend(TransferEvent(channel, s + t_start, e + t_start, b, name) for s, e, b in log)
+    return out
 
 
 def _auto_ok(workload) -> bool:

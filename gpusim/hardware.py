@@ -101,10 +101,6 @@ class GPUConfig(BaseModel):
         return self.fp32_flops_per_s / 2.0 / (self.sm_count * self.clock_hz)
 
     @property
-    def hbm_bandwidth_bytes_per_s(self) -> float:
-        return self.hbm_read_bandwidth_bytes_per_s
-
-    @property
     def hbm_mixed_write_bandwidth_bytes_per_s(self) -> float:
         """Write bandwidth when writes share the channel with reads (from the copy benchmark)."""
         if not self.hbm_copy_bandwidth_bytes_per_s:

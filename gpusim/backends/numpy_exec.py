@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dsl import ir
+from ..dsl import analysis, ir
 
 NP_DTYPE = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
 
@@ -27,25 +27,6 @@ def to_dtype(x, dtype: str) -> np.ndarray:
         return round_bf16(np.asarray(x, dtype=np.float32))
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(x).astype(NP_DTYPE[dtype])
-
-
-def _tile_slices(tensor: ir.TensorArg, offs: list, shape: tuple):
-    """Slices of the tensor covered by the tile, and of the tile covered by the tensor."""
-    lead = len(tensor.shape) - len(shape)
-    src, dst = [], []
-    for d, o in enumerate(offs):
-        if d < lead:
-            if not 0 <= o < tensor.shape[d]:
-                return None, None
-            src.append(o)
-            continue
-        ext = shape[d - lead]
-        lo, hi = max(o, 0), min(o + ext, tensor.shape[d])
-        if hi <= lo:
-            return None, None
-        src.append(slice(lo, hi))
-        dst.append(slice(lo - o, hi - o))
-    return tuple(src), tuple(dst)
 
 
 _BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
@@ -72,14 +53,14 @@ class _Interp:
                 offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
                 arr = self.mem[self.bind[op.tensor.name]]
                 tile = np.full(op.out.shape, op.other, dtype=arr.dtype)
-                src, dst = _tile_slices(op.tensor, offs, op.out.shape)
+                src, dst = analysis.tile_slices(op.tensor, offs, op.out.shape)
                 if src is not None:
                     tile[dst] = arr[src]
                 env[op.out.id] = tile
             elif t is ir.Store:
                 offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
                 arr = self.mem[self.bind[op.tensor.name]]
-                src, dst = _tile_slices(op.tensor, offs, op.value.shape)
+                src, dst = analysis.tile_slices(op.tensor, offs, op.value.shape)
                 if src is not None:
                     arr[src] = to_dtype(env[op.value.id][dst], op.tensor.dtype)
             elif t is ir.Full:
@@ -136,11 +117,8 @@ class _Interp:
 def run_launch(launch: ir.Launch, memory: dict) -> None:
     """Execute every program of the launch's grid, in grid order, against ``memory`` (name -> array)."""
     interp = _Interp(memory, launch.bindings)
-    grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                interp.run(launch.program.body, {}, (x, y, z), {})
+    for pid in analysis.program_ids(launch.grid):
+        interp.run(launch.program.body, {}, pid, {})
 
 
 def random_inputs(workload: ir.Workload, seed: int = 0) -> dict:

@@ -10,17 +10,7 @@ compile-time constants, as ``tl.constexpr`` values are in Triton.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Union
-
-
-class MemorySpace(str, Enum):
-    """Where a tile lives; data movement is named by (source, destination)."""
-
-    HBM = "hbm"
-    L2 = "l2"
-    SRAM = "sram"
-    REGS = "regs"
 
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "bool": 1}
@@ -126,12 +116,6 @@ def expr_str(e: Expr, pid_names=("pid0", "pid1", "pid2"), loop_names=None) -> st
         return f"{op}({a}, {b})" if loop_names is None else f"tl.{'minimum' if op == 'min' else 'maximum'}({a}, {b})"
     sym = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//"}[op]
     return f"({a} {sym} {b})"
-
-
-def expr_uses(e: Expr, op: str) -> bool:
-    if e.op == op:
-        return True
-    return e.op not in ("const", "pid", "loopvar") and any(expr_uses(x, op) for x in e.args)
 
 
 # --------------------------------------------------------------------------- tensors and values
@@ -342,30 +326,3 @@ def walk(ops):
         if isinstance(op, Loop):
             yield from walk(op.body)
 
-
-def format_program(p: Program) -> str:
-    """Readable one-line-per-op listing (used for golden tests and debugging)."""
-    lines = [f"program {p.name}({', '.join(f'{t.name}: {t.dtype}{list(t.shape)}' for t in p.params)})"]
-
-    def v(x):
-        return f"%{x.id}" if isinstance(x, Value) else repr(x)
-
-    def emit(ops, ind):
-        for op in ops:
-            pad = "  " * ind
-            if isinstance(op, Load):
-                lines.append(f"{pad}{v(op.out)}: {op.out.dtype}{list(op.out.shape)} = load {op.tensor.name}{list(op.offsets)}")
-            elif isinstance(op, Store):
-                lines.append(f"{pad}store {op.tensor.name}{list(op.offsets)} <- {v(op.value)}")
-            elif isinstance(op, Loop):
-                lines.append(f"{pad}{', '.join(v(o) for o in op.outs)} = for i{op.var} in range({op.start!r}, {op.end!r}, {op.step}) stages={op.stages} "
-                             f"carry({', '.join(v(a) + '=' + v(i) for a, i in zip(op.args, op.init))}):")
-                emit(op.body, ind + 1)
-                lines.append(f"{pad}  yield {', '.join(v(y) for y in op.yields)}")
-            else:
-                fields = [f for f in op.__dataclass_fields__ if f != "out"]
-                desc = " ".join(v(getattr(op, f)) if isinstance(getattr(op, f), Value) else f"{f}={getattr(op, f)!r}" for f in fields)
-                lines.append(f"{pad}{v(op.out)}: {op.out.dtype}{list(op.out.shape)} = {type(op).__name__.lower()} {desc}")
-
-    emit(p.body, 1)
-    return "\n".join(lines)

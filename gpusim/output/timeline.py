@@ -1,7 +1,7 @@
 """Timeline output for one simulated point: a Chrome trace (timeline.json) and a Gantt chart.
 
-This module owns turning ``Result.timeline`` (events in SM clock cycles, recorded by
-``simulate(..., timeline=True)``) into
+This module owns turning ``Result.timeline`` (the typed events of ``gpusim.result``, in SM clock
+cycles, recorded by ``simulate(..., timeline=True)``) into
 
 * ``timeline.json`` in Chrome Trace Event format (open it in https://ui.perfetto.dev or
   chrome://tracing): a "kernels" process with the launches, an "SMs" process with one track per
@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..result import CTAEvent, LaunchEvent, OpEvent, TransferEvent
 
 MAX_TRACE_EVENTS = 200_000      # CTA and tile-op slices kept in timeline.json before tracks are dropped
 COUNTER_BINS = 200
@@ -66,15 +68,15 @@ def parse(result) -> Parsed:
         clock = load_gpu(result.gpu).clock_hz
     p = Parsed(float(clock))
     for e in result.timeline:
-        kind = e[0]
-        if kind == "launch":
-            p.launches.append(tuple(e[1:5]))
-        elif kind == "cta":
-            p.ctas.append(tuple(e[1:7]))
-        elif kind in ("wait", "tensor", "simt"):
-            p.ops.append((kind,) + tuple(e[1:6]))
-        elif kind in ("hbm", "l2"):
-            p.transfers[kind].append((float(e[1]), float(e[2]), float(e[3])))
+        kind = type(e)
+        if kind is LaunchEvent:
+            p.launches.append((e.launch, e.t_issue, e.t_start, e.t_end))
+        elif kind is CTAEvent:
+            p.ctas.append((e.sm, e.slot, e.cta, e.t0, e.t1, e.launch))
+        elif kind is OpEvent:
+            p.ops.append((e.kind, e.sm, e.cta, e.t0, e.t1, e.launch))
+        elif kind is TransferEvent:
+            p.transfers[e.channel].append((float(e.t0), float(e.t1), float(e.nbytes)))
     slots = {}
     for sm, slot, *_ in p.ctas:
         slots.setdefault(sm, set()).add(slot)

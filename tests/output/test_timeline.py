@@ -5,6 +5,7 @@ import pytest
 
 import gpusim
 from gpusim.output import timeline
+from gpusim.result import CTAEvent, OpEvent, TransferEvent
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -37,7 +38,7 @@ def test_tracks_and_metadata(written, result):
     assert set(procs.values()) == {"kernels", "SMs", "memory"}
     sms_pid = next(p for p, n in procs.items() if n == "SMs")
     threads = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == sms_pid}
-    sms = {e[1] for e in result.timeline if e[0] == "cta"}
+    sms = {e.sm for e in result.timeline if isinstance(e, CTAEvent)}
     assert {f"SM {s}" for s in sms} <= {t.split(" slot")[0] for t in threads}
     assert "SM 0" in threads or "SM 0 slot 0" in threads
     launches = [e for e in ev if e["ph"] == "X" and e.get("cat") == "launch"]
@@ -53,8 +54,8 @@ def test_slices_carry_cycles_and_nest_in_their_cta(written, result):
     assert all("cycles_start" in e["args"] and "cycles_end" in e["args"] for e in x)
     ctas = [e for e in x if "slot" in e["args"]]
     ops = [e for e in x if e.get("cat") in ("tensor", "simt", "wait")]
-    assert len(ctas) == sum(1 for e in result.timeline if e[0] == "cta")
-    assert len(ops) == sum(1 for e in result.timeline if e[0] in ("tensor", "simt", "wait"))
+    assert len(ctas) == sum(1 for e in result.timeline if isinstance(e, CTAEvent))
+    assert len(ops) == sum(1 for e in result.timeline if isinstance(e, OpEvent))
     assert {e["cat"] for e in ops} >= {"tensor", "simt"}
     where = {(e["args"]["launch"], e["args"]["cta"]): e for e in ctas}
     clock = result.clock_hz
@@ -74,7 +75,7 @@ def test_bandwidth_counters(written, result):
     assert len(hbm) == timeline.COUNTER_BINS + 1
     width_s = (hbm[-1]["ts"] - hbm[0]["ts"]) * 1e-6 / timeline.COUNTER_BINS
     moved = sum(e["args"]["GB/s"] for e in hbm) * 1e9 * width_s
-    logged = sum(e[3] for e in result.timeline if e[0] == "hbm")
+    logged = sum(e.nbytes for e in result.timeline if isinstance(e, TransferEvent) and e.channel == "hbm")
     assert moved == pytest.approx(logged, rel=1e-3)
     peak = result.hbm_bandwidth_bytes_per_s / 1e9
     assert max(e["args"]["GB/s"] for e in hbm) <= peak * 1.001

@@ -178,18 +178,13 @@ def test_200_point_sweep_in_parallel_then_from_saved_points(tmp_path, capsys):
     p = _ew_sweep(tmp_path, [256 * (k + 1) for k in range(200)])
     out = tmp_path / "out"
     argv = ["run", str(p), "--out", str(out), "--jobs", "2", "--no-plots"]
-    t = time.perf_counter()
     assert _run(argv, capsys) == 0
-    first_s = time.perf_counter() - t
     first = _csvs(out)
     assert len(list((out / "points").glob("*.json"))) == 200
     assert _manifest(out)["computed"] == 200
-    t = time.perf_counter()
     assert _run(argv, capsys) == 0
-    second_s = time.perf_counter() - t
     assert _manifest(out)["computed"] == 0
     assert _csvs(out) == first
-    assert second_s < 0.3 * first_s, (first_s, second_s)
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len(rows) == 200 and {r["status"] for r in rows} == {"ok"}
     assert [int(r["n"]) for r in rows] == [256 * (k + 1) for k in range(200)]

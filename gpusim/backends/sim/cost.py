@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...dsl import ir
+from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 
 KIB = 1024
@@ -86,49 +86,7 @@ def vector_flops(op) -> float:
     return 0.0
 
 
-def tile_bytes_in_bounds(tensor: ir.TensorArg, offs: list, shape: tuple) -> tuple:
-    """(rows, row_bytes, first-element flat index) of the part of a tile inside the tensor, or None.
-
-    A 1-d tile is one row; a 2-d tile covers the last two dims; leading offsets pick one element."""
-    es = ir.DTYPE_BYTES[tensor.dtype]
-    dims = tensor.shape
-    lead = len(dims) - len(shape)
-    lo, ext = [], []
-    for d, o in enumerate(offs):
-        if d < lead:
-            if not 0 <= o < dims[d]:
-                return None
-            lo.append(o)
-            ext.append(1)
-        else:
-            e = shape[d - lead]
-            a, b = max(o, 0), min(o + e, dims[d])
-            if b <= a:
-                return None
-            lo.append(a)
-            ext.append(b - a)
-    flat = 0
-    for d, o in enumerate(lo):
-        flat = flat * dims[d] + o
-    rows = ext[-2] if len(shape) == 2 else 1
-    pitch = dims[-1] * es
-    return rows, ext[-1] * es, flat * es, pitch
-
-
 # --------------------------------------------------------------------------- per-CTA resources
-def _feeds_dot(program: ir.Program) -> set:
-    """Ids of loaded values that reach a Dot operand through views (these live in shared memory)."""
-    alias = {}
-    dot_operands = set()
-    for op in ir.walk(program.body):
-        if isinstance(op, (ir.Trans, ir.ExpandDims)):
-            alias[op.out.id] = alias.get(op.a.id, op.a.id)
-        if isinstance(op, ir.Dot):
-            for v in (op.a, op.b):
-                dot_operands.add(alias.get(v.id, v.id))
-    return dot_operands
-
-
 @dataclass
 class CTAResources:
     sram_bytes: int
@@ -143,7 +101,7 @@ def cta_resources(program: ir.Program) -> CTAResources:
     threads) the loop-carried tiles, the tiles a loop reads from before it (live across it) and the
     two largest tiles its body produces. Checked against ptxas's counts for the generated flash
     kernels (docs/validation.md): 254 vs 258 estimated for 128x64 tiles, 170 vs 145 for 64x64."""
-    shared = _feeds_dot(program)
+    shared = analysis.feeds_dot(program)
     sram, detail = 0, []
 
     def visit(ops, stages):

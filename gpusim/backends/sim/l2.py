@@ -52,15 +52,14 @@ def _access(tags, stamps, ready, owner, clock, miss_slots, base, nrows, pitch, r
                 stamps[row + victim] = clock[0]
                 ready[row + victim] = now
                 owner[row + victim] = who
-                if misses < miss_slots.shape[0]:
-                    miss_slots[misses] = row + victim
+                miss_slots[misses] = row + victim       # sized by the caller for every line
                 misses += 1
     return hits, misses, latest_ready
 
 
 @njit(cache=True)
 def _set_ready(ready, miss_slots, n, t):
-    for i in range(min(n, miss_slots.shape[0])):
+    for i in range(n):
         ready[miss_slots[i]] = t
 
 
@@ -77,7 +76,7 @@ class L2Cache:
         self.ready = np.zeros(n, dtype=np.float64)
         self.owner = np.zeros(n, dtype=np.int64)     # who touched the line last (see keep_only)
         self.clock = np.zeros(1, dtype=np.int64)
-        self._miss_slots = np.zeros(1 << 16, dtype=np.int64)
+        self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
         self._pending = 0
 
     @property
@@ -97,6 +96,9 @@ class L2Cache:
         self.ready[stale] = 0.0
 
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0):
+        most = int(nrows) * (-(-int(row_bytes) // self.line_bytes) + 1)     # lines the rows can touch
+        if most > self._miss_slots.shape[0]:
+            self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
         hits, misses, latest = _access(self.tags, self.stamps, self.ready, self.owner, self.clock, self._miss_slots,
                                        int(base), int(nrows), int(pitch), int(row_bytes), self.line_bytes, self.nsets,
                                        self.ways, float(now), int(who))

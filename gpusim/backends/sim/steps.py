@@ -1,0 +1,165 @@
+"""A program compiled for the timing model: a list of typed steps with their costs on one config.
+
+This module owns turning IR ops into what a CTA walks in ``engine.py``:
+
+* ``Issue``: start an asynchronous tile load (``LoadDesc``); a load of a pipelined loop is
+  issued by the loop itself, ``stages - 1`` iterations ahead, so loop bodies hold no ``Issue``;
+* ``Wait``: block until a load arrives, placed before the first op that uses the tile (or a view
+  of it);
+* ``StoreStep``: write a tile to HBM through the L2;
+* ``TensorStep``: a ``dot`` on the tensor pipe; ``SimtStep``: a run of consecutive elementwise,
+  reduction and special-function ops merged into one step on the vector and SFU pipes;
+* ``LoopStep``: a loop, with the loads its body issues and its compiled body.
+
+Costs come from ``cost.py``; views (trans, expand_dims) are free and produce no step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dsl import analysis, ir
+from ...hardware import GPUConfig
+from . import cost
+
+
+@dataclass(frozen=True, slots=True)
+class LoadDesc:
+    """One tile load of the program: which tensor, at which (symbolic) offsets, which tile shape,
+    and whether the tile is staged in shared memory (it feeds a dot)."""
+
+    idx: int
+    tensor: str
+    offsets: tuple
+    shape: tuple
+    sram: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    load: LoadDesc
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    load: int           # LoadDesc.idx
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStep:
+    op: ir.Store
+
+
+@dataclass(frozen=True, slots=True)
+class OpStep:
+    """A compute op before costing (only in the output of ``lower``)."""
+
+    op: object
+
+
+@dataclass(frozen=True, slots=True)
+class TensorStep:
+    cycles: float
+    flops: float
+
+
+@dataclass(frozen=True, slots=True)
+class SimtStep:
+    vector_cycles: float
+    sfu_cycles: float
+    flops: float
+    sfu_ops: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStep:
+    start: ir.Expr
+    end: ir.Expr
+    step: int
+    stages: int
+    var: int
+    loads: tuple        # LoadDesc issued by the loop, once per iteration
+    body: tuple
+
+
+def lower(ops, shared: set, loads: list) -> list:
+    """Ops -> uncosted steps; every load is appended to ``loads`` (its index is its ``idx``)."""
+    steps = []
+    pending = {}        # value id -> load idx not yet waited for
+    alias: dict = {}
+
+    for op in ops:
+        if isinstance(op, ir.Load):
+            d = LoadDesc(len(loads), op.tensor.name, op.offsets, op.out.shape, op.out.id in shared)
+            loads.append(d)
+            pending[op.out.id] = d.idx
+            steps.append(Issue(d))
+            continue
+        if isinstance(op, analysis.VIEW_OPS):
+            analysis.view_root(alias, op)
+            continue
+        if isinstance(op, ir.Loop):
+            first = len(loads)
+            body = [s for s in lower(op.body, shared, loads) if not isinstance(s, Issue)]
+            steps.append(LoopStep(op.start, op.end, op.step, max(1, op.stages), op.var,
+                                  tuple(loads[first:]), tuple(body)))
+            continue
+        for f in op.__dataclass_fields__:
+            v = getattr(op, f)
+            if f != "out" and isinstance(v, ir.Value):
+                vid = alias.get(v.id, v.id)
+                if vid in pending:
+                    steps.append(Wait(pending.pop(vid)))
+        steps.append(StoreStep(op) if isinstance(op, ir.Store) else OpStep(op))
+    return steps
+
+
+def attach_costs(steps, cfg: GPUConfig, num_warps: int) -> tuple:
+    """Merge consecutive compute ops into pipe steps with cycle costs."""
+    out = []
+    simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
+    for s in steps:
+        if isinstance(s, OpStep):
+            c = cost.op_cost(s.op, cfg, num_warps)
+            if c.tensor_cycles:
+                if simt:
+                    out.append(SimtStep(*simt))
+                    simt = None
+                out.append(TensorStep(c.tensor_cycles, c.tensor_flops))
+            elif c.simt_cycles or c.sfu_cycles:
+                if simt is None:
+                    simt = [0.0, 0.0, 0.0, 0.0]
+                simt[0] += c.simt_cycles
+                simt[1] += c.sfu_cycles
+                simt[2] += cost.vector_flops(s.op)
+                simt[3] += c.sfu_ops
+            continue
+        if simt:
+            out.append(SimtStep(*simt))
+            simt = None
+        if isinstance(s, LoopStep):
+            out.append(LoopStep(s.start, s.end, s.step, s.stages, s.var, s.loads,
+                                attach_costs(s.body, cfg, num_warps)))
+        else:
+            out.append(s)
+    if simt:
+        out.append(SimtStep(*simt))
+    return tuple(out)
+
+
+def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
+    """(steps, loads) of a program on ``cfg``: the costed step list and every LoadDesc by idx."""
+    loads: list = []
+    raw = lower(program.body, analysis.feeds_dot(program), loads)
+    return attach_costs(raw, cfg, program.num_warps), tuple(loads)
+
+
+def arithmetic(steps) -> tuple:
+    """(tensor FLOPs, vector FLOPs, SFU ops) of one pass over ``steps``, loops not included."""
+    t = v = f = 0.0
+    for s in steps:
+        if isinstance(s, TensorStep):
+            t += s.flops
+        elif isinstance(s, SimtStep):
+            v += s.flops
+            f += s.sfu_ops
+    return t, v, f

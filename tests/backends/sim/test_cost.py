@@ -1,0 +1,85 @@
+"""gpusim.backends.sim.cost: each op's cost against a closed form worked out by hand (h100.yaml).
+
+h100: 132 SMs at 1.83 GHz; fp16 tensor 989e12 FLOP/s -> 989e12 / (132 * 1.83e9) = 4094.2 FLOP/clk/SM;
+FP32 67e12 FLOP/s, an FMA being 2 FLOPs -> 67e12 / 2 / (132 * 1.83e9) = 138.68 lane-ops/clk/SM;
+SFU 16 ops/clk/SM."""
+import pytest
+
+from gpusim.backends.sim import cost
+from gpusim.dsl import ir
+from gpusim.hardware import load_gpu
+
+CFG = load_gpu("h100").model_copy(update={"tensor_tile_efficiency": [], "simt_lane_ops_per_clk_per_sm": {}})
+
+
+def v(i, shape, dtype="fp32"):
+    return ir.Value(i, shape, dtype)
+
+
+def test_rates_from_the_datasheet():
+    assert CFG.tensor_flops_per_clk_per_sm("fp16") == pytest.approx(989e12 / (132 * 1.83e9))
+    assert CFG.vector_ops_per_clk_per_sm == pytest.approx(67e12 / 2 / (132 * 1.83e9))
+
+
+def test_dot_cost():
+    # 128x64 @ 64x128 fp16: 2 * 128 * 128 * 64 = 2,097,152 FLOPs / 4094.2 FLOP/clk = 512.2 cycles
+    op = ir.Dot(v(3, (128, 128)), v(1, (128, 64), "fp16"), v(2, (64, 128), "fp16"), None)
+    c = cost.op_cost(op, CFG, 4)
+    assert c.tensor_flops == 2 * 128 * 128 * 64
+    assert c.tensor_cycles == pytest.approx(2097152 / (989e12 / (132 * 1.83e9)))
+    assert c.tensor_cycles == pytest.approx(512.2, abs=0.1)
+    assert c.simt_cycles == 0
+
+
+def test_dot_on_fp32_operands_uses_the_tf32_rate():
+    op = ir.Dot(v(3, (64, 64)), v(1, (64, 64)), v(2, (64, 64)), None)
+    # 2 * 64^3 = 524,288 FLOPs at 494e12 / (132 * 1.83e9) = 2045.0 FLOP/clk -> 256.4 cycles
+    assert cost.op_cost(op, CFG, 4).tensor_cycles == pytest.approx(256.4, abs=0.1)
+
+
+def test_elementwise_and_sfu_costs():
+    lane = 67e12 / 2 / (132 * 1.83e9)
+    add = ir.Binary(v(2, (128, 64)), "add", v(1, (128, 64)), 1.0)
+    # 8192 elements / 138.68 lane-ops per clock = 59.07 issue cycles
+    assert cost.op_cost(add, CFG, 4).simt_cycles == pytest.approx(8192 / lane)
+    assert cost.vector_flops(add) == 8192
+    ex2 = ir.Unary(v(2, (128, 64)), "exp2", v(1, (128, 64)))
+    c = cost.op_cost(ex2, CFG, 4)
+    # exp2: 8192 issue slots at the FP32 rate and 8192 / 16 = 512 cycles on the SFU
+    assert (c.simt_cycles, c.sfu_cycles, c.sfu_ops) == (pytest.approx(8192 / lane), 512.0, 8192)
+    ex = ir.Unary(v(2, (128, 64)), "exp", v(1, (128, 64)))
+    # exp = exp2(x * log2 e): one more multiply's issue time
+    assert cost.op_cost(ex, CFG, 4).simt_cycles == pytest.approx(2 * 8192 / lane)
+    cmp_ = ir.Binary(v(2, (128, 64), "bool"), "lt", v(1, (128, 64)), 0.0)
+    assert cost.vector_flops(cmp_) == 0                       # comparisons are not arithmetic
+
+
+def test_reduce_and_materialised_constants():
+    lane = 67e12 / 2 / (132 * 1.83e9)
+    red = ir.Reduce(v(2, (128,)), "max", v(1, (128, 64)), 1)
+    # a reduction reads every input element: 8192 / lane
+    assert cost.op_cost(red, CFG, 4).simt_cycles == pytest.approx(8192 / lane)
+    assert cost.vector_flops(red) == 8192
+    full = ir.Full(v(1, (128, 64)), 0.0)
+    # one write per warp-register: 8192 / 32 / lane
+    assert cost.op_cost(full, CFG, 4).simt_cycles == pytest.approx(8192 / 32 / lane)
+    assert cost.op_cost(ir.Trans(v(2, (64, 128)), v(1, (128, 64))), CFG, 4) == cost.OpCost()
+
+
+def test_measured_simt_rates_override_the_fp32_rate():
+    cfg = CFG.model_copy(update={"simt_lane_ops_per_clk_per_sm": {"add": 64.0}})
+    add = ir.Binary(v(2, (128,)), "add", v(1, (128,)), 1.0)
+    assert cost.op_cost(add, cfg, 4).simt_cycles == 2.0      # 128 elements / 64 per clock
+
+
+def test_occupancy_closed_form():
+    """flash attention 128x128 tiles, head_dim 128, 3 stages: SRAM = Q 128*128*2 B + 3 x (K + V) =
+    32 KiB + 3 x 64 KiB = 224 KiB per CTA; 228 KiB per SM fits one."""
+    from gpusim.kernels import build, resolve_params
+
+    p = resolve_params("attention_flash", dict(batch=1, heads=1, seq_len=1024, head_dim=128, BLOCK_M=128,
+                                               BLOCK_N=128, num_stages=3))
+    prog = build("attention_flash", p).launches[0].program
+    occ = cost.occupancy(prog, load_gpu("h100"))
+    assert occ.sram_bytes_per_cta == 224 * 1024
+    assert (occ.ctas_per_sm, occ.limiter) == (1, "sram")
