@@ -1,0 +1,44 @@
+"""gpusim.output.heatmap: the tile grid, the best cell, and what infeasible cells say."""
+import matplotlib
+
+from gpusim.output import heatmap
+
+
+def test_tile_heatmap_marks_infeasible_cells(tiles, tmp_path):
+    sc, rows, _, _ = tiles
+    ms, ns, cell, grid, best = heatmap.tile_grid(rows)
+    assert ms == ns == [32, 64, 128, 256]
+    infeasible = {k for k, r in cell.items() if r["status"] == "infeasible"}
+    # SRAM per CTA = 2 B x 256 x (BM + 3 x 2 x BN); h100 allows 227 KiB
+    expected = {(m, n) for m in ms for n in ns if 2 * 256 * (m + 6 * n) > 227 * 1024}
+    assert infeasible == expected
+    assert {(32, 32), (32, 64), (64, 64), (256, 32)} <= set(cell) - infeasible
+    assert (128, 64) in infeasible and (32, 128) in infeasible
+    assert all("SRAM per CTA" in cell[k]["reason"] for k in infeasible)
+    for (m, n), _r in cell.items():
+        finite = grid[ms.index(m), ns.index(n)] == grid[ms.index(m), ns.index(n)]
+        assert finite == ((m, n) not in infeasible)
+    ok_times = {k: r["time_us"] for k, r in cell.items() if k not in infeasible}
+    assert (ms[best[0]], ns[best[1]]) == min(ok_times, key=ok_times.get)
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        (svg,) = heatmap.tile_heatmap(tmp_path, rows, sc.param_names, fmt="svg")
+    text = svg.read_text()
+    assert "infeasible: needs more SRAM per CTA than h100 allows (227 KiB)" in text
+    assert "needs" in text and "256 KiB" in text          # the (128, 64) cell says what it needs
+    assert "★" in text and "fastest" in text
+    assert "time (µs), lower is better" in text
+
+
+def test_one_panel_per_other_combination(tiles, tmp_path):
+    sc, rows, _, _ = tiles
+    two = [dict(r, num_stages=s) for s in (2, 3) for r in rows]
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        (svg,) = heatmap.tile_heatmap(tmp_path, two, sc.param_names, fmt="svg")
+    text = svg.read_text()
+    assert "num_stages=2" in text and "num_stages=3" in text
+
+
+def test_no_heatmap_without_two_tile_dimensions(attention, tmp_path):
+    sc, rows, _, _ = attention
+    assert heatmap.tile_heatmap(tmp_path, rows, sc.param_names) == []
