@@ -58,7 +58,8 @@ def _cmd_kernels(args):
 
 
 def _cmd_run(args):
-    from .sweep.scenario import format_table, load_scenario, prepare_out, run_scenario
+    from .output.tables import run_table
+    from .sweep.scenario import load_scenario, prepare_out, run_scenario
 
     executor = args.executor or ("dask" if args.scheduler else "local")
     if executor == "local" and args.scheduler:
@@ -79,7 +80,7 @@ def _cmd_run(args):
     where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
     print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
     rows, krows = run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor, scheduler=args.scheduler)
-    print(format_table(rows, sc.param_names))
+    print(run_table(rows, sc.param_names))
     written = [out / "results.csv", out / "kernels.csv", out / "manifest.json"]
     if not args.no_plots:
         try:

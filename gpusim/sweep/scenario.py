@@ -562,36 +562,3 @@ def _fmt(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     return v
-
-
-def format_table(rows: list, param_names: list) -> str:
-    """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok."""
-    swept = [p for p in param_names if len({str(r.get(p)) for r in rows}) > 1]
-    cols = ["gpu", "kernel"] + swept + ["status", "time_us", "tflops", "dram_read_bytes", "dram_write_bytes",
-                                         "l2_hit_rate", "bound", "max_rel_err"]
-    head = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB"}
-    table = []
-    for r in rows:
-        line = []
-        for c in cols:
-            v = r.get(c, "")
-            if c in ("dram_read_bytes", "dram_write_bytes") and v != "":
-                v = f"{float(v) / 1e6:.1f}"
-            elif c == "l2_hit_rate" and v != "":
-                v = f"{float(v):.1%}"
-            elif c in ("time_us", "tflops") and v != "":
-                v = f"{float(v):.1f}"
-            line.append(str(v))
-        table.append(line)
-    hdr = [head.get(c, c) for c in cols]
-    widths = [max(len(h), *(len(x[i]) for x in table)) if table else len(h) for i, h in enumerate(hdr)]
-    out = ["  ".join(h.rjust(w) for h, w in zip(hdr, widths)), "  ".join("-" * w for w in widths)]
-    out += ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in table]
-    reasons = {}
-    for r in rows:
-        if r.get("status") != "ok":
-            k = (r["kernel"], r["status"], r.get("reason", ""))
-            reasons[k] = reasons.get(k, 0) + 1
-    for (kernel, status, reason), n in reasons.items():
-        out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
-    return "\n".join(out)

@@ -1,0 +1,75 @@
+"""Plain-text tables for the terminal: one formatter, and the table ``gpusim run`` prints.
+
+``format_table(rows, columns, ...)`` lays out any rows (dicts, or sequences in column order) in
+padded columns separated by two spaces, under a header and an optional rule of dashes; every
+command that prints a table (run, validate, calibrate) goes through it so they read alike.
+``run_table(rows, param_names)`` is the results table of ``gpusim run``: the layout the README shows.
+
+Hand-written rather than ``pandas.DataFrame.to_string``: pandas separates columns by one space,
+has no rule line and costs about half a second to import for a table of a few dozen lines.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+RUN_METRICS = ("status", "time_us", "tflops", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate", "bound",
+               "max_rel_err")
+RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB"}
+
+
+def _cell(v) -> str:
+    return "" if v is None else str(v)
+
+
+def format_table(rows: Sequence, columns: Sequence[str], *, headers: Mapping[str, str] | None = None,
+                 formats: Mapping[str, Callable] | None = None, align: str = "right", rule: bool = True) -> str:
+    """``rows`` as text columns, one line per row, under a header line (and a rule of dashes if ``rule``).
+
+    rows: dicts (a missing key is an empty cell) or sequences whose items follow ``columns``.
+    headers: column -> header text (default: the column name). formats: column -> f(value) -> str
+    for non-empty values (default: ``str``; None and '' print as nothing). align: "right" or "left";
+    every cell is padded to its column's width, two spaces between columns."""
+    if align not in ("right", "left"):
+        raise ValueError(f"align: {align!r}; allowed: 'right', 'left'")
+    headers, formats = headers or {}, formats or {}
+    table = []
+    for r in rows:
+        values = [r.get(c, "") for c in columns] if isinstance(r, Mapping) else list(r)
+        line = []
+        for c, v in zip(columns, values):
+            line.append(formats[c](v) if c in formats and v not in ("", None) else _cell(v))
+        table.append(line)
+    hdr = [str(headers.get(c, c)) for c in columns]
+    widths = [max([len(h)] + [len(line[i]) for line in table if i < len(line)]) for i, h in enumerate(hdr)]
+
+    def join(cells):
+        return "  ".join(c.rjust(w) if align == "right" else c.ljust(w) for c, w in zip(cells, widths))
+
+    out = [join(hdr)] + (["  ".join("-" * w for w in widths)] if rule else [])
+    return "\n".join(out + [join(line) for line in table])
+
+
+def shown_params(rows: list, param_names: list) -> list:
+    """The parameters the run table shows: those that vary over ``rows``; when none does (a single
+    point), every parameter some row has a value for, so the table still says what ran."""
+    swept = [p for p in param_names if len({_cell(r.get(p)) for r in rows}) > 1]
+    if swept:
+        return swept
+    return [p for p in param_names if any(_cell(r.get(p)) != "" for r in rows)]
+
+
+def run_table(rows: list, param_names: list) -> str:
+    """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok."""
+    cols = ["gpu", "kernel"] + shown_params(rows, param_names) + list(RUN_METRICS)
+    formats = {"dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
+               "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
+               "tflops": lambda v: f"{float(v):.1f}"}
+    out = [format_table(rows, cols, headers=RUN_HEADERS, formats=formats)]
+    reasons = {}
+    for r in rows:
+        if r.get("status") != "ok":
+            k = (r["kernel"], r["status"], r.get("reason", ""))
+            reasons[k] = reasons.get(k, 0) + 1
+    for (kernel, status, reason), n in reasons.items():
+        out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
+    return "\n".join(out)
