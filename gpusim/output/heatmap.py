@@ -51,6 +51,8 @@ def tile_heatmap(out: Path, rows, param_names, fmt="png") -> list:
     ncols = 1 if n == 1 else 2
     nrows = math.ceil(n / ncols)
     fig = figure(8.2 * ncols, 6.6 * nrows)
+    if n > 1:
+        fig.set_layout_engine("constrained")     # room for the figure title above the panels' own titles
     axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(n)]
     reasons_all = []
     const = wrap(constants_line(tiled, param_names, skip=["BLOCK_M", "BLOCK_N"] + others), 90 if n == 1 else 150)

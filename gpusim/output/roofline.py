@@ -14,6 +14,7 @@ from .style import (HBM_COLOR, L2_COLOR, color, drop_overlapping_labels, eng_log
 
 SRAM_COLOR, TENSOR_COLOR, FP32_COLOR = "#27ae60", "#6c3483", "#7f8c8d"
 MARKERS = "os^Dv<>p"
+MAX_LABELS = 24       # beyond this many points, labels crowd into a fan of leader lines: label the fastest only
 # where a point label may go, in points from its marker: beside it first, then further above / below
 LABEL_OFFSETS = [(8, 6), (8, -6), (-8, 6), (-8, -6)] + [(sx * 10, dy) for dy in (18, -18, 30, -30, 42, -42)
                                                           for sx in (1, -1)]
@@ -99,6 +100,7 @@ def roofline_one(out, cfg, pts, axis, others, fmt) -> Path:
                           label=f"FP32 (non-tensor)  {fmt_rate(cfg.fp32_flops_per_s, 'FLOP/s')}"))
 
     kernels = list(dict.fromkeys(str(r.get("kernel")) for *_, r in pts))
+    labelled, which = labelled_points(pts, axis)
     texts = []
     for ki, k in enumerate(kernels):
         sel = [(a, p, r) for a, p, r in pts if str(r.get("kernel")) == k]
@@ -107,8 +109,11 @@ def roofline_one(out, cfg, pts, axis, others, fmt) -> Path:
         handles.append(Line2D([], [], ls="", marker=MARKERS[ki % len(MARKERS)], color=color(ki, len(kernels)),
                               markeredgecolor="black", ms=7, label=k))
         for a, p, r in sel:
+            if id(r) not in labelled:
+                continue
             texts.append(ax.annotate(point_label(r, axis, others), (a, p), xytext=(6, 4), textcoords="offset points",
                                      fontsize=7.5, color="#222", zorder=6, va="center",
+                                     bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.75),
                                      arrowprops=dict(arrowstyle="-", color="#999", lw=0.6, shrinkA=1, shrinkB=4)))
     ax.set_xlim(xlo, xhi)
     ax.set_ylim(ylo, yhi)
@@ -122,7 +127,29 @@ def roofline_one(out, cfg, pts, axis, others, fmt) -> Path:
               title="roofs and ceilings / points", title_fontsize=8.5)
     dropped = drop_overlapping_labels(fig, texts, LABEL_OFFSETS, ax, [(a, p) for a, p, _ in pts])
     note = cfg.description
+    if which:
+        note += f" — labelled: {which}"
     if dropped:
         note += f" — {dropped} point label(s) hidden where they would overlap"
     titles(ax, f"Roofline — {cfg.name}", wrap(note))
     return save(fig, out, f"roofline_{safe_name(cfg.name)}", fmt)
+
+
+def labelled_points(pts, axis) -> tuple:
+    """(ids of the rows whose points get a label, '' or what the labelled ones are).
+
+    Every point up to ``MAX_LABELS``; beyond, the fastest point per kernel and value of the sweep
+    axis, or if that is still too many, the fastest point per kernel."""
+    if len(pts) <= MAX_LABELS:
+        return {id(r) for *_, r in pts}, ""
+    for keys, what in (((axis,), f"the fastest point per kernel and {axis}"), ((), "the fastest point per kernel")):
+        if axis is None and keys:
+            continue
+        best = {}
+        for _, perf, r in pts:
+            k = (str(r.get("kernel")),) + tuple(str(pval(r.get(n, ""))) for n in keys)
+            if k not in best or perf > best[k][0]:
+                best[k] = (perf, r)
+        if len(best) <= MAX_LABELS or not keys:
+            return {id(r) for _, r in best.values()}, what
+    return set(), ""

@@ -100,21 +100,39 @@ def set_x_axis(ax, xs_all, categorical: bool):
 
 
 def set_log_y(ax, engineering_unit=None):
-    """A log y axis with plain (or engineering-unit) labels; minor ticks labelled when the range is narrow."""
-    from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator
+    """A log y axis with plain (or engineering-unit) labels; minor ticks labelled when the range is narrow,
+    with as many decimals as it takes for neighbouring labels to differ (34.0 MB, 34.5 MB, not 34 MB twice)."""
+    from matplotlib.ticker import LogLocator
 
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
-
-    def fmt():
-        return EngFormatter(unit=engineering_unit, places=0) if engineering_unit else FuncFormatter(lambda v, _: f"{v:g}")
-
-    ax.yaxis.set_major_formatter(fmt())
     if hi / lo < 30:
         ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2, 3, 5, 7) if hi / lo < 10 else (2, 3, 5)))
-        ax.yaxis.set_minor_formatter(fmt())
+        ticks = [v for v in list(ax.yaxis.get_majorticklocs()) + list(ax.yaxis.get_minorticklocs()) if lo <= v <= hi]
+        ax.yaxis.set_minor_formatter(distinct_formatter(ticks, engineering_unit))
+        ax.yaxis.set_major_formatter(distinct_formatter(ticks, engineering_unit))
     else:
+        ax.yaxis.set_major_formatter(distinct_formatter([], engineering_unit))
         ax.yaxis.set_minor_formatter(null_formatter())
+
+
+def distinct_formatter(ticks, unit=None, max_places: int = 3):
+    """Tick labels in engineering notation with ``unit`` (1 MB, 34.5 MB) and the fewest decimals
+    (0..max_places) that keep ``ticks`` apart; plain numbers (0.5, 300) without a unit."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
+    if not unit:
+        return FuncFormatter(lambda v, _: f"{v:g}")          # six significant digits: distinct enough
+
+    def make(places):
+        return EngFormatter(unit=unit, places=places)
+
+    for places in range(max_places + 1):
+        f = make(places)
+        labels = [f(v) for v in sorted(set(ticks))]
+        if len(set(labels)) == len(labels):
+            return f
+    return make(max_places)
 
 
 def drop_overlapping_labels(fig, texts, offsets, ax=None, points=()) -> int:

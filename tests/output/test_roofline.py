@@ -35,3 +35,13 @@ def test_unknown_gpu_is_reported_not_raised(attention, tmp_path, capsys):
     sc, rows, _, _ = attention
     assert roofline.rooflines(tmp_path, [dict(r, gpu="no-such-gpu") for r in rows], sc.param_names) == []
     assert "roofline for no-such-gpu: cannot load config" in capsys.readouterr().err
+
+
+def test_many_points_label_only_the_fastest_per_axis_value():
+    pts = [(10.0, float(t), {"kernel": "attention_flash", "BLOCK_M": m, "BLOCK_N": n})
+           for m in (16, 32, 64) for n in range(10) for t in [m * 100 + n]]
+    ids, what = roofline.labelled_points(pts, "BLOCK_M")
+    assert what == "the fastest point per kernel and BLOCK_M"
+    assert sorted((r["BLOCK_M"], r["BLOCK_N"]) for *_, r in pts if id(r) in ids) == [(16, 9), (32, 9), (64, 9)]
+    few = pts[:5]
+    assert roofline.labelled_points(few, "BLOCK_M") == ({id(r) for *_, r in few}, "")

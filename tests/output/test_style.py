@@ -38,3 +38,25 @@ def test_titles_and_wrap():
     assert ax.get_title() == "sub one\nsub two"
     assert any(t.get_text() == "Main" for t in ax.texts)
     assert style.wrap("word " * 40, 30).count("\n") >= 5 and style.wrap("") == ""
+
+
+def test_narrow_log_range_keeps_tick_labels_apart():
+    fig = style.figure(9, 5.4)
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [34.1e6, 36.3e6])
+    style.set_log_y(ax, "B")
+    fig.canvas.draw()
+    labels = [t.label1.get_text() for t in ax.yaxis.get_minor_ticks() + ax.yaxis.get_major_ticks()
+              if ax.get_ylim()[0] <= t.get_loc() <= ax.get_ylim()[1]]
+    assert len(labels) >= 3 and len(set(labels)) == len(labels)
+    assert "34.5 MB" in labels
+
+
+def test_wide_log_range_keeps_whole_units():
+    fig = style.figure(9, 5.4)
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1e3, 1e9])
+    style.set_log_y(ax, "B")
+    fig.canvas.draw()
+    labels = {t.label1.get_text() for t in ax.yaxis.get_major_ticks()}
+    assert {"1 kB", "1 MB", "1 GB"} <= labels
