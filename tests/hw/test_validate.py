@@ -12,7 +12,9 @@ if os.environ.get("GPUSIM_TRITON_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported
 
 from gpusim import kernels
-from gpusim.hw import validate as val  # noqa: E402
+from gpusim.cli import main as cli_main
+from gpusim.hw.validate import analysis, measure, ncu, predict, report, run  # noqa: E402
+from gpusim.hw.validate import rows as vrows  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
 from gpusim.hardware import load_gpu  # noqa: E402
 from gpusim.sweep.scenario import load_scenario  # noqa: E402
@@ -20,25 +22,25 @@ from gpusim.sweep.scenario import load_scenario  # noqa: E402
 
 # --------------------------------------------------------------------------- statistics
 def test_rankdata_average_ties():
-    assert val.rankdata([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
+    assert analysis.rankdata([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
 
 
 def test_spearman_against_hand_computed_values():
     # no ties: rho = 1 - 6 sum d^2 / (n (n^2 - 1)) = 1 - 6*2/60
-    assert val.spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert analysis.spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
     # ties: ranks of y are 1, 2, 3.5, 5, 3.5; Pearson of ranks = 8 / sqrt(10 * 9.5)
-    assert val.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / np.sqrt(95))
-    assert val.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    assert val.spearman([1, 2, 3], [4, 4, 4]) is None
-    assert val.spearman([1], [2]) is None
+    assert analysis.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / np.sqrt(95))
+    assert analysis.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert analysis.spearman([1, 2, 3], [4, 4, 4]) is None
+    assert analysis.spearman([1], [2]) is None
 
 
 def test_error_stats_median_p90():
-    s = val.error_stats([10, -20, 30, -40, 50, None])
+    s = analysis.error_stats([10, -20, 30, -40, 50, None])
     assert s["n"] == 5 and s["median_abs_pct"] == 30 and s["max_abs_pct"] == 50
     assert s["p90_abs_pct"] == pytest.approx(46.0)      # numpy linear: 40 + 0.6 * 10
     assert s["mean_signed_pct"] == pytest.approx(6.0)
-    assert val.error_stats([])["median_abs_pct"] is None
+    assert analysis.error_stats([])["median_abs_pct"] is None
 
 
 def _row(point, meas, pred, bm, kernel="attention_flash", status="ok", group="g1", scope="point", launch=""):
@@ -64,7 +66,7 @@ def _synthetic_rows():
 
 
 def test_analyze_synthetic_rows():
-    s = val.analyze(_synthetic_rows())
+    s = analysis.analyze(_synthetic_rows())
     assert s["counts"]["points"] == 5 and s["counts"]["by_status"] == {"ok": 4, "wrong-result": 1}
     assert s["counts"]["compared_points"] == 4
     tp = s["time_error"]["point"]
@@ -89,25 +91,25 @@ def test_analyze_synthetic_rows():
 
 def test_best_config_within_5pct():
     rows = [_row(0, 100.0, 50.0, 16), _row(1, 98.0, 60.0, 32), _row(2, 150.0, 70.0, 64)]
-    (g,) = val.analyze(rows)["tile_groups"]
+    (g,) = analysis.analyze(rows)["tile_groups"]
     assert g["sim_best_point"] == 0 and g["measured_best_point"] == 1
     assert not g["sim_pick_is_best"] and g["sim_pick_within_5pct"]
 
 
 def test_write_report_files_and_csv_roundtrip(tmp_path):
     rows = _synthetic_rows()
-    summary = val.analyze(rows)
-    written = val.write_report(tmp_path, rows, summary, {"scenario_name": "synthetic", "gpu": "h200-measured"})
+    summary = analysis.analyze(rows)
+    written = report.write_report(tmp_path, rows, summary, {"scenario_name": "synthetic", "gpu": "h200-measured"})
     names = {p.name for p in written}
     assert {"validation.csv", "summary.md", "summary.json", "scatter.png", "error_by_point.png"} <= names
     for p in written:
         assert p.stat().st_size > 0
     md = (tmp_path / "summary.md").read_text()
     assert "Spearman" in md and "wrong-result" in md and "| per point | 4 |" in md
-    back = val.load_rows(tmp_path / "validation.csv")
+    back = vrows.load_rows(tmp_path / "validation.csv")
     assert len(back) == len(rows)
     assert back[0]["scope"] == "point" and back[0]["measured_us"] == 100.0
-    again = val.analyze(back)
+    again = analysis.analyze(back)
     assert again["time_error"] == summary["time_error"]
     assert again["tile_groups"][0]["spearman"] == pytest.approx(0.5)
 
@@ -118,12 +120,12 @@ def test_sampled_attention_reference_matches_full(causal):
     wl = kernels.build("attention_flash", dict(batch=2, heads=3, seq_len=96, head_dim=32, causal=causal))
     inputs = numpy_exec.random_inputs(wl, 5)
     full = numpy_exec.reference(wl, inputs)["o"]
-    refs, how = val.sampled_reference(wl, inputs, rows=16, force_sample=True)
+    refs, how = measure.sampled_reference(wl, inputs, rows=16, force_sample=True)
     assert how == "sampled"
     idx, ref = refs["o"]
     assert ref.shape == (2, 16, 32)
     np.testing.assert_allclose(full[idx], ref, rtol=1e-12, atol=1e-12)
-    refs, how = val.sampled_reference(wl, inputs)           # small: the full reference
+    refs, how = measure.sampled_reference(wl, inputs)           # small: the full reference
     assert how == "full" and np.array_equal(refs["o"][1], full)
 
 
@@ -131,12 +133,12 @@ def test_sampled_matmul_reference_and_large_switch(monkeypatch):
     wl = kernels.build("matmul", dict(M=64, N=48, K=32, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16))
     inputs = numpy_exec.random_inputs(wl, 1)
     full = numpy_exec.reference(wl, inputs)["c"]
-    monkeypatch.setattr(val, "BIG_MATMUL", 1000)
-    refs, how = val.sampled_reference(wl, inputs, rows=8)
+    monkeypatch.setattr(measure, "BIG_MATMUL", 1000)
+    refs, how = measure.sampled_reference(wl, inputs, rows=8)
     assert how == "sampled"
     idx, ref = refs["c"]
     np.testing.assert_allclose(full[idx], ref, rtol=1e-12)
-    err, how = val.check_outputs(wl, {"c": full.astype(np.float16)}, inputs)
+    err, how = measure.check_outputs(wl, {"c": full.astype(np.float16)}, inputs)
     assert how == "sampled" and err < 1e-3
 
 
@@ -188,7 +190,7 @@ def test_run_validation_end_to_end_and_resimulate(tmp_path):
     sc = load_scenario(path)
     cfg = load_gpu("h200")
     out = tmp_path / "val"
-    records, meta = val.run_validation(sc, cfg, out, FakeBackend(), ncu=False, reference=True, jobs=1)
+    records, meta = run.run_validation(sc, cfg, out, FakeBackend(), ncu=False, reference=True, jobs=1)
     assert [r["status"] for r in records] == ["ok"] * 3
     assert all(r["check"] == "full" and r["max_rel_err"] < 5e-3 for r in records)
     assert records[0]["measured"]["total_us"] == [pytest.approx(10 + 2 + 2 + 0.1), pytest.approx(10 + 2 + 2 + 0.2)]
@@ -198,29 +200,29 @@ def test_run_validation_end_to_end_and_resimulate(tmp_path):
     assert saved["gpu"] == "h200" and saved["gpu_config_hash"] == cfg.config_hash()
     assert len(saved["points"]) == 3 and saved["points"][1]["params"]["BLOCK_M"] == 32
 
-    rows = val.build_rows(records, cfg.name, list(sc.param_names))
+    rows = vrows.build_rows(records, cfg.name, list(sc.param_names))
     assert [r["scope"] for r in rows] == ["point", "launch"] * 3
     assert rows[0]["reference_sdpa_us"] == 45.0 and rows[0]["measured_spread_pct"] > 0
-    summary = val.analyze(rows)
+    summary = analysis.analyze(rows)
     assert summary["counts"]["compared_points"] == 3 and len(summary["tile_groups"]) == 1
-    val.write_report(out, rows, summary, meta)
+    report.write_report(out, rows, summary, meta)
     assert (out / "summary.md").exists() and (out / "scatter.png").exists()
 
-    assert val.rows_from_json(out) == rows
-    again = val.resimulate(out / "validation.json", "h100")
+    assert vrows.rows_from_json(out) == rows
+    again = predict.resimulate(out / "validation.json", "h100")
     assert len(again) == len(rows)
     assert [r["measured_us"] for r in again] == [r["measured_us"] for r in rows]
     assert again[0]["predicted_us"] != rows[0]["predicted_us"] and again[0]["gpu"] == "h100"
-    same = val.resimulate(out, cfg)
+    same = predict.resimulate(out, cfg)
     assert [r["predicted_us"] for r in same] == pytest.approx([r["predicted_us"] for r in rows])
 
-    assert val._cli(["--reanalyze", str(out), "--out", str(tmp_path / "re")]) == 0
+    assert cli_main(["validate", "--reanalyze", str(out), "--out", str(tmp_path / "re")]) == 0
     assert (tmp_path / "re" / "validation.csv").read_text() == (out / "validation.csv").read_text()
 
 
 def test_wrong_result_is_not_timed():
     be = FakeBackend(corrupt=True)
-    rec = val.measure_point("attention_flash", kernels.resolve_params(
+    rec = measure.measure_point("attention_flash", kernels.resolve_params(
         "attention_flash", dict(batch=1, heads=1, seq_len=32, head_dim=16, BLOCK_M=16, BLOCK_N=16)), be)
     assert rec["status"] == "wrong-result" and rec["measured"] is None and be.timed == 0
     assert rec["max_rel_err"] > 0.05
@@ -229,22 +231,22 @@ def test_wrong_result_is_not_timed():
 def test_deadline_skips_points(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
-    records, _ = val.run_validation(load_scenario(path), load_gpu("h200"), tmp_path / "v", FakeBackend(), ncu=False,
+    records, _ = run.run_validation(load_scenario(path), load_gpu("h200"), tmp_path / "v", FakeBackend(), ncu=False,
                                     deadline=0.0, jobs=1)
     assert {r["status"] for r in records} == {"skipped"}
-    rows = val.build_rows(records, "h200")
-    assert val.analyze(rows)["counts"]["by_status"] == {"skipped": 3}
+    rows = vrows.build_rows(records, "h200")
+    assert analysis.analyze(rows)["counts"]["by_status"] == {"skipped": 3}
 
 
 def test_status_combination():
     ok_pred = {"status": "ok", "total_us": 1.0}
-    assert val.combined_status({"status": "ok", "predicted": ok_pred}) == ("ok", "")
-    assert val.combined_status({"status": "ok", "predicted": {"status": "infeasible", "reason": "sram"}}) == \
+    assert vrows.combined_status({"status": "ok", "predicted": ok_pred}) == ("ok", "")
+    assert vrows.combined_status({"status": "ok", "predicted": {"status": "infeasible", "reason": "sram"}}) == \
         ("sim-infeasible", "sram")
-    st, _ = val.combined_status({"status": "gpu-error", "reason": "run: OutOfResources: shared memory",
-                                 "predicted": {"status": "infeasible", "reason": "sram"}})
+    st, _ = vrows.combined_status({"status": "gpu-error", "reason": "run: OutOfResources: shared memory",
+                                   "predicted": {"status": "infeasible", "reason": "sram"}})
     assert st == "infeasible"
-    assert val.combined_status({"status": "gpu-error", "reason": "run: boom", "predicted": ok_pred})[0] == "gpu-error"
+    assert vrows.combined_status({"status": "gpu-error", "reason": "run: boom", "predicted": ok_pred})[0] == "gpu-error"
 
 
 # --------------------------------------------------------------------------- ncu
@@ -264,33 +266,33 @@ def test_parse_ncu_csv_and_assign():
         lines.append(_ncu_row(kid, name, "dram__bytes_read.sum", r))
         lines.append(_ncu_row(kid, name, "dram__bytes_write.sum", "1", unit="Kbyte"))
         lines.append(_ncu_row(kid, name, "lts__t_bytes.sum", "n/a"))
-    ks = val.parse_ncu_csv("\n".join(lines))
+    ks = ncu.parse_ncu_csv("\n".join(lines))
     assert [k["kernel"] for k in ks] == ["void at::native::vectorized_elementwise_kernel<4>", "qk_kernel",
                                          "flash_kernel", "flash_kernel"]
     assert ks[1]["metrics"]["dram__bytes_read.sum"] == 1048576.0
     assert ks[1]["metrics"]["dram__bytes_write.sum"] == 1000.0
     assert ks[1]["metrics"]["lts__t_bytes.sum"] is None
     ok = {"status": "ok", "launched": 1}
-    got = val.assign_ncu(ks, [(4, ["qk_kernel"]), (7, ["flash_kernel"]), (9, ["flash_kernel"])],
+    got = ncu.assign_ncu(ks, [(4, ["qk_kernel"]), (7, ["flash_kernel"]), (9, ["flash_kernel"])],
                          {4: ok, 7: ok, 9: ok})
     assert got[4]["launches"][0]["dram_read_bytes"] == 1048576.0
     assert got[9]["launches"][0]["dram_read_bytes"] == 3.0
     # a failed point that launched nothing is skipped over; a mismatch breaks the rest
-    got = val.assign_ncu(ks, [(4, ["qk_kernel"]), (5, ["matmul_kernel"]), (7, ["flash_kernel"])],
+    got = ncu.assign_ncu(ks, [(4, ["qk_kernel"]), (5, ["matmul_kernel"]), (7, ["flash_kernel"])],
                          {4: ok, 5: {"status": "error", "reason": "x", "launched": 0}, 7: ok})
     assert "launches" in got[4] and "error" in got[5] and "launches" in got[7]
-    got = val.assign_ncu(ks, [(4, ["flash_kernel"]), (7, ["qk_kernel"])], {4: ok, 7: ok})
+    got = ncu.assign_ncu(ks, [(4, ["flash_kernel"]), (7, ["qk_kernel"])], {4: ok, 7: ok})
     assert "mismatch" in got[4]["error"] and "error" in got[7]
-    assert val.parse_ncu_csv("no csv here") == []
+    assert ncu.parse_ncu_csv("no csv here") == []
 
 
 def test_select_ncu_points_cap():
     recs = [{"index": i, "status": "ok", "measured": {"total_us": [1.0]}} for i in range(10)]
     recs[3]["status"] = "wrong-result"
-    sel, skipped = val.select_ncu_points(recs, 4)
+    sel, skipped = ncu.select_ncu_points(recs, 4)
     assert len(sel) == 4 and sel[0] == 0 and sel[-1] == 9 and 3 not in sel
     assert sorted(sel + skipped) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
-    assert val.select_ncu_points(recs, 24) == ([0, 1, 2, 4, 5, 6, 7, 8, 9], [])
+    assert ncu.select_ncu_points(recs, 24) == ([0, 1, 2, 4, 5, 6, 7, 8, 9], [])
 
 
 FAKE_NCU = r'''#!{python}
@@ -299,6 +301,7 @@ from gpusim.kernels import build
 from gpusim.backends.triton.lower import kernel_name
 spec = json.load(open(sys.argv[-1]))
 assert sys.argv[1:3] == ["--clock-control", "none"], sys.argv
+assert sys.argv[-5:-1] == ["-m", "gpusim", "validate", "--ncu-points"], sys.argv
 print("==PROF== Connected to process 1")
 print({header!r})
 kid = 0
@@ -328,21 +331,21 @@ def test_run_ncu_with_a_stand_in_ncu(tmp_path, monkeypatch):
     p_flash = kernels.resolve_params("attention_flash", dict(batch=1, heads=1, seq_len=64, head_dim=32))
     recs = [{"index": 0, "kernel": "attention_naive", "params": p_naive, "status": "ok"},
             {"index": 1, "kernel": "attention_flash", "params": p_flash, "status": "ok"}]
-    meta = val.run_ncu(recs, [0, 1], tmp_path)
+    meta = ncu.run_ncu(recs, [0, 1], tmp_path)
     assert meta["disabled"] is None and meta["batches"][0]["kernels_profiled"] == 7   # 2 fills + 4 + 1
     assert [x["dram_read_bytes"] for x in recs[0]["ncu"]["launches"]] == [1000.0] * 4
     assert recs[1]["ncu"]["launches"][0]["dram_write_bytes"] == 2000.0
     recs[0]["predicted"] = {"status": "ok", "total_us": 1.0, "dram_read_bytes": 3000.0, "dram_write_bytes": 1000.0,
                             "launches": []}
     recs[0]["measured"] = {"total_us": [1.0], "per_launch_us": {}, "launch_names": []}
-    rows = val.build_rows(recs[:1], "h200")
+    rows = vrows.build_rows(recs[:1], "h200")
     assert rows[0]["measured_dram_read_bytes"] == 4000.0 and rows[0]["dram_error_pct"] == pytest.approx(-50.0)
 
 
 def test_ncu_unavailable_is_recorded(tmp_path, monkeypatch):
-    monkeypatch.setattr(val.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
     recs = [{"index": 0, "kernel": "matmul", "params": {}, "status": "ok"}]
-    assert val.run_ncu(recs, [0], tmp_path)["disabled"] == "ncu not on PATH"
+    assert ncu.run_ncu(recs, [0], tmp_path)["disabled"] == "ncu not on PATH"
 
 
 def test_ncu_point_entry_runs_launches_on_the_interpreter(capfd):
@@ -352,9 +355,9 @@ def test_ncu_point_entry_runs_launches_on_the_interpreter(capfd):
         pytest.skip("needs the Triton interpreter (TRITON_INTERPRET=1 before triton is imported)")
     p = kernels.resolve_params("elementwise_chain", dict(n=256, BLOCK=128))
     spec = json.dumps({"device": "cpu", "points": [{"index": 3, "kernel": "elementwise_chain", "params": p}]})
-    assert val.ncu_points_entry(spec) == 0
+    assert ncu.ncu_points_entry(spec) == 0
     err = capfd.readouterr().err
-    st = json.loads(err.split(val.POINT_TAG, 1)[1].splitlines()[0])
+    st = json.loads(err.split(ncu.POINT_TAG, 1)[1].splitlines()[0])
     assert st["index"] == 3 and st["status"] == "ok" and st["launched"] == 3
     assert st["kernels"] == ["mul_kernel", "bias_kernel", "relu_kernel"]
 
@@ -363,5 +366,5 @@ def test_main_args_shape():
     from gpusim.cli import build_parser
 
     a = build_parser().parse_args(["validate", "s.yaml", "--out", "d"])
-    assert a.gpu == "h200-measured" and a.no_ncu is False and a.reference is False
-    assert val._ncu_max(a) == val.NCU_MAX_DEFAULT
+    assert a.gpu is None and a.no_ncu is False and a.reference is False and a.reanalyze is None
+    assert run.ncu_max_of(a) == ncu.NCU_MAX_DEFAULT

@@ -1,12 +1,14 @@
 """Accuracy cannot silently regress: re-simulate every point recorded on the H200 (measured times in
 docs/validation/h200/val_*/validation.json) with the recorded calibrated config, and compare the
-median and p90 absolute time error (and the tile-sweep rank correlation) with the recorded summary."""
+median and p90 absolute time error (and the tile-sweep rank correlation) with the recorded summary.
+Slow: it re-predicts every recorded point."""
 import json
 from pathlib import Path
 
 import pytest
 
-from gpusim.hw.validate import analyze, resimulate
+from gpusim.hw.validate.analysis import analyze
+from gpusim.hw.validate.predict import resimulate
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "docs" / "validation" / "h200"
@@ -20,6 +22,7 @@ def test_recorded_validations_exist():
                                                "val_matmul"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vjson", CASES, ids=lambda p: p.parent.name)
 def test_accuracy_does_not_regress(vjson):
     recorded = json.loads((vjson.parent / "summary.json").read_text())

@@ -1,17 +1,11 @@
-"""Calibration without a GPU: the pure arithmetic, config building, and (under TRITON_INTERPRET=1)
-the microbenchmark kernels and the whole benchmark sequence with a stand-in timer."""
-import json
-import math
-import os
-
-import numpy as np
+"""Calibration arithmetic without a GPU, triton or torch: statistics, timings -> config numbers,
+config building and writing, the plans, and the DSL op microbenchmarks' rate solving."""
 import pytest
 
-if os.environ.get("GPUSIM_TRITON_TEST_DEVICE", "cpu") == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported
-
-from gpusim.hw import calibrate as cal  # noqa: E402
-from gpusim.hardware import GPUConfig, load_gpu  # noqa: E402
+from gpusim.hardware import GPUConfig, load_gpu
+from gpusim.hw.calibrate import fit as cal
+from gpusim.hw.calibrate import ops
+from gpusim.hw.calibrate.plan import FULL, QUICK
 
 MIB = 1 << 20
 
@@ -72,7 +66,7 @@ def test_cyclic_chase_is_one_cycle():
 
 def _raw():
     f = lambda v, m="synthetic": {"value": v, "min": v * 0.99, "max": v * 1.01, "spread": 0.02, "n": 3,  # noqa: E731
-                                   "samples": [v * 0.99, v, v * 1.01], "method": m}
+                                  "samples": [v * 0.99, v, v * 1.01], "method": m}
     tiles = [{"m": 128, "n": 128, "k": 64, "num_warps": 8, "dtype": "fp16", "flops_per_s": 700e12, "spread": 0.01,
               "repeats": 100},
              {"m": 16, "n": 16, "k": 16, "num_warps": 4, "dtype": "fp16", "flops_per_s": 70e12, "spread": 0.01,
@@ -144,130 +138,42 @@ def test_tile_efficiencies():
 
 
 def test_plans_are_sane():
-    for plan in (cal.FULL, cal.QUICK):
+    for plan in (FULL, QUICK):
         assert all(m >= 16 and n >= 16 and k >= 16 for m, n, k, _ in plan.tile_shapes)
         assert len(set(plan.tile_shapes)) == len(plan.tile_shapes)
         assert plan.hbm_chase_hops[1] < plan.hbm_latency_buffers[0] // 4160
-    assert len(cal.QUICK.tile_shapes) < len(cal.FULL.tile_shapes)
+    assert len(QUICK.tile_shapes) < len(FULL.tile_shapes)
 
 
-# --------------------------------------------------------------------------- kernels (interpreter)
-triton = pytest.importorskip("triton")
-torch = pytest.importorskip("torch")
-needs_interp = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the Triton interpreter")
+def test_launch_costs_smallest_increment():
+    # T(k) = 5 + 2 (k - 1) with a host that falls behind at k = 4: the smallest slope is the cost
+    per, fixed = cal.launch_costs((1, 2, 3, 4), (5.0, 7.0, 9.0, 14.0))
+    assert per == pytest.approx(2.0) and fixed == pytest.approx(3.0)
+    assert cal.launch_costs((1, 2), (5.0, 4.0)) == (0.0, 5.0)          # noise: never negative
 
 
-@needs_interp
-def test_streaming_kernels():
-    x = torch.arange(4 * 64, dtype=torch.float32)
-    out = torch.zeros(4)
-    cal.launch_read(x, out, block=64)
-    assert torch.allclose(out, x.view(4, 64).sum(1))
-    y = torch.zeros_like(x)
-    cal.launch_write(y, 2.5, block=64)
-    assert torch.all(y == 2.5)
-    cal.launch_copy(x, y, block=64)
-    assert torch.equal(x, y)
-    sums = torch.zeros(3)
-    cal.launch_sweep(x, sums, working_elems=128, total_iters=2 * 10, grid=3, block=64)   # 2 chunks, 20 reads
-    assert float(sums.sum()) == pytest.approx(10 * float(x[:128].sum()))
+def test_clock_from_device_order_of_sources():
+    dev = {"nvidia_smi": {"clocks.max.sm": "1980"}, "triton": {"sm_clock_rate": 1755000}, "clock_rate": 1500000}
+    assert cal.clock_from_device(dev) == (1.98e9, "nvidia-smi clocks.max.sm")
+    dev["nvidia_smi"] = {"clocks.max.sm": "[N/A]"}                     # unreadable: the next source
+    assert cal.clock_from_device(dev)[0] == pytest.approx(1.755e9)
+    del dev["triton"]
+    assert cal.clock_from_device(dev)[0] == pytest.approx(1.5e9)
+    assert cal.clock_from_device({"nvidia_smi": {"error": "not found"}}) == (None, "")
 
 
-@needs_interp
-def test_chase_kernel_follows_the_cycle():
-    pos, nxt = cal.cyclic_chase(50, 8, seed=1)
-    buf = torch.zeros(400, dtype=torch.int32)
-    buf[torch.from_numpy(pos)] = torch.from_numpy(nxt.astype(np.int32))
-    out = torch.zeros(1, dtype=torch.int32)
-    cal.launch_chase(buf, out, 7, int(pos[0]))
-    assert int(out[0]) == int(pos[7])
-    cal.launch_chase(buf, out, 50, int(pos[0]))
-    assert int(out[0]) == int(pos[0])
+def test_op_rates_from_times():
+    # 132 SMs at 2 GHz; every op kind's loop trips cover elems = sm x CTAs x tile x REPS lane-ops
+    sm, clk = 132, 2e9
+    elems = sm * ops.CTAS_PER_SM * ops.ROWS * ops.COLS * ops.REPS
 
+    def us(cycles_per_sm):
+        return cycles_per_sm / clk * 1e6
 
-@needs_interp
-@pytest.mark.parametrize("dtype,tf32", [("fp16", False), ("fp32", True)])
-def test_mma_kernel(dtype, tf32):
-    tdt = torch.float16 if dtype == "fp16" else torch.float32
-    a = torch.randn(32, 16).to(tdt)
-    b = torch.randn(16, 64).to(tdt)
-    c = torch.zeros(2 * 32 * 64)
-    cal.launch_mma(a, b, c, 3, 32, 64, 16, grid=2, num_warps=4, tf32=tf32)
-    ref = 3 * (a.float() @ b.float())
-    assert torch.allclose(c[32 * 64:].view(32, 64), ref, rtol=1e-3, atol=1e-3)
-
-
-@needs_interp
-def test_fma_and_exp2_kernels_compute_their_chains():
-    out = torch.zeros(2 * 64)
-    cal.launch_fma(out, 3, grid=2, a=0.5, b=1.0, block=64)
-    x = np.arange(64, dtype=np.float64) * 1e-3 + 1
-    for _ in range(3 * cal.FMA_PER_ITER):
-        x = x * 0.5 + 1.0
-    assert np.allclose(out[64:].numpy(), x, rtol=1e-5)
-    cal.launch_exp2(out, 2, grid=2, c=0.25, block=64)
-    x = np.arange(64, dtype=np.float64) * 1e-4
-    for _ in range(2 * cal.FMA_PER_ITER):
-        x = np.exp2(x) * 0.25
-    assert np.allclose(out[:64].numpy(), x, rtol=1e-5)
-    t = torch.zeros(1)
-    cal.launch_tiny(t)
-    assert float(t[0]) == 1.0
-
-
-TINY = cal.Plan(repeats=2, curve_repeats=2, rep_ms=1, warmup_ms=1, hbm_buffer_bytes=32 * 4096 * 4,
-                l2_sizes_mib=(1, 2), l2_sweep_bytes=2 * MIB, sm_load_configs=((4, 1024),),
-                tile_shapes=((16, 16, 16, 4), (32, 16, 32, 4)), tile_flops_per_cta=1.0, tile_rep_ms=1,
-                tile_budget_s=120.0, hbm_latency_buffers=(80 * 4160,), l2_chase_nodes=16, hbm_chase_hops=(16, 64),
-                fma_iters=2, exp2_iters=2, sm_load_cta_bytes=64 * 1024, sm_load_buffer_bytes=256 * 1024,
-                tf32_shapes=((32, 32, 16, 4),))
-
-
-@needs_interp
-def test_whole_benchmark_sequence_on_the_interpreter(tmp_path):
-    """Every stage's launches and self-checks run; the timer is a stand-in (1 ms, then 1.1 ms, ...)."""
-    base = load_gpu("h200")
-    c = cal.Calibrator(TINY, base, device="cpu")
-    c.sm_count = 2
-    calls = []
-
-    def fake_bench(fn, n, rep_ms=None, warmup_ms=None):
-        fn()
-        calls.append(n)
-        return [1.0 + 0.1 * i for i in range(n)]
-
-    c.bench_ms = fake_bench
-    raw = c.run_all()
-    assert raw["errors"] == {}, raw["errors"]
-    f = raw["fields"]
-    for name in ("hbm_read_bandwidth_bytes_per_s", "hbm_write_bandwidth_bytes_per_s", "l2_bandwidth_bytes_per_s",
-                 "sm_load_bytes_per_clk", "l2_latency_cycles", "hbm_latency_cycles", "tensor_flops_per_s.fp16",
-                 "tensor_flops_per_s.bf16", "tensor_flops_per_s.fp32", "fp32_flops_per_s", "sfu_ops_per_clk_per_sm",
-                 "launch_overhead_us", "sync_overhead_us"):
-        assert name in f, name
-    nb = TINY.hbm_buffer_bytes
-    assert f["hbm_read_bandwidth_bytes_per_s"]["value"] == pytest.approx((nb / 1e-3 + nb / 1.1e-3) / 2)
-    assert f["launch_overhead_us"]["value"] == pytest.approx(0.0, abs=1e-9)   # the stand-in timer: equal times
-    assert len([t for t in raw["tiles"] if t.get("flops_per_s")]) == 4       # 2 fp16 shapes, bf16, tf32
-    assert any(m["field"].startswith("l2_sweep_bandwidth_bytes_per_s[W=2MiB]") for m in raw["measurements"])
-    raw["provenance"] = {"device_name": "interpreter"}
-    cfg, rejected = cal.build_config(base, json.loads(json.dumps(raw)), "interp-measured")
-    assert {"l2_latency_cycles", "hbm_latency_cycles"} <= set(rejected)     # 0 cycles with a flat timer
-    out = tmp_path / "interp-measured.yaml"
-    cal.write_config(cfg, out)
-    assert load_gpu(out).name == "interp-measured"
-    assert math.isfinite(load_gpu(out).hbm_write_bandwidth_bytes_per_s)
-
-
-def test_simt_ops_stage_records_rates(monkeypatch):
-    ops = pytest.importorskip("gpusim.hw.calibrate_ops")
-    monkeypatch.setattr(ops, "measure", lambda sm, clk, log=print: ({"mul": 100.0, "sfu": 15.0},
-                                                                     {"mul": 10.0, "exp2": 20.0}))
-    c = cal.Calibrator(TINY, load_gpu("h200"), device="cpu")
-    c.simt_ops()
-    assert c.raw["fields"]["simt_lane_ops_per_clk_per_sm.mul"]["value"] == 100.0
-    assert "simt_lane_ops_per_clk_per_sm.sfu" not in c.raw["fields"]
-    assert c.raw["measurements"][0]["field"] == "sfu_ops_per_clk_per_sm[calibrate_ops exp2]"
-    assert "simt_ops_failed" in c.raw["errors"]          # the other op kinds did not run
-    cfg, _ = cal.build_config(load_gpu("h200"), c.raw, "x")
-    assert cfg.simt_lane_ops_per_clk_per_sm == {"mul": 100.0}
+    per_sm = elems / sm
+    times = {"mul": us(per_sm / 128), "add": us(per_sm / 64),
+             "maximum": us(per_sm / 128 + per_sm / 64 + per_sm / 32)}       # maximum itself: 32 per clock
+    r = ops.rates_from_times(times, sm, clk)
+    assert r["mul"] == pytest.approx(128.0) and r["add"] == pytest.approx(64.0)
+    assert r["maximum"] == pytest.approx(32.0)
+    assert "cast" not in r and "sfu" not in r

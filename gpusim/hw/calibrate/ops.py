@@ -1,6 +1,8 @@
-"""Per-op SIMT throughput, measured with DSL microbenchmarks lowered through the Triton backend.
+"""DSL microbenchmarks lowered through the Triton backend: per-op SIMT throughput, launch costs,
+dot/SIMT overlap, CTA dispatch and isolated DRAM segments (``gpusim calibrate --ops OUT.json``
+runs them on their own; the full calibration runs the first four as stages).
 
-Each microbenchmark is a tiny DSL kernel: a CTA loads one fp32 tile and applies a single IR op
+Per-op SIMT throughput: each microbenchmark is a tiny DSL kernel: a CTA loads one fp32 tile and applies a single IR op
 kind ``REPS`` times in a loop (the tile is loop-carried, so nothing can be hoisted), then stores
 it. Timing it gives the lane-ops per clock per SM that the GPU sustains for exactly the
 instructions Triton emits for that IR op (a NaN-propagating ``maximum``, a ``where``, a
@@ -11,8 +13,9 @@ from __future__ import annotations
 
 import math
 
-from ..dsl import cast, exp2, full, load, loop, maximum, program_id, store, trace, tmax, tsum, where
-from ..dsl.ir import Launch, TensorArg, Workload
+from ...dsl import cast, exp2, full, load, loop, maximum, program_id, store, trace, tmax, tsum, where
+from ...dsl.ir import Launch, TensorArg, Workload
+from .fit import launch_costs
 
 ROWS, COLS = 64, 64
 REPS = 512
@@ -102,8 +105,8 @@ def measure(sm_count: int, clock_hz: float, log=print) -> tuple:
     """Run every op microbenchmark on the GPU; returns (rates, raw times in us)."""
     import numpy as np
 
-    from ..backends import numpy_exec
-    from ..backends.triton.run import run_workload, time_workload
+    from ...backends import numpy_exec
+    from ...backends.triton.run import run_workload, time_workload
 
     times = {}
     for kind in OP_KINDS:
@@ -141,9 +144,8 @@ def measure_launch(ks=(1, 2, 3, 4), repeats: int = 5, log=print) -> dict:
     (see ``launch_costs``)."""
     import statistics
 
-
-    from ..backends import numpy_exec
-    from ..backends.triton.run import run_workload, time_workload
+    from ...backends import numpy_exec
+    from ...backends.triton.run import run_workload, time_workload
 
     t = {}
     for n in ks:
@@ -158,17 +160,6 @@ def measure_launch(ks=(1, 2, 3, 4), repeats: int = 5, log=print) -> dict:
     log(f"launch: medians {', '.join(f'{m:.2f}' for m in med)} us for {list(ks)} launches -> "
         f"{per:.2f} us per launch, {fixed:.2f} us fixed")
     return out
-
-
-def launch_costs(ks, medians_us) -> tuple:
-    """(per-launch, fixed) microseconds from the times of k back-to-back launches. Only while the
-    host enqueues faster than the GPU runs is the slope the GPU-side cost; a host that falls behind
-    only adds time, so the smallest increment over one launch is the estimate."""
-    t = dict(zip(ks, medians_us))
-    k1 = min(ks)
-    per = min((t[k] - t[k1]) / (k - k1) for k in ks if k > k1)
-    per = max(0.0, float(per))
-    return per, max(0.0, float(t[k1] - per))
 
 
 def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
@@ -265,8 +256,8 @@ def segment_workload(mode: str, width: int) -> Workload:
 
 def measure_segments(log=print) -> dict:
     """DRAM bandwidth (bytes / s) for isolated row segments of 128 B .. 1 KiB, reads and writes."""
-    from ..backends import numpy_exec
-    from ..backends.triton.run import run_workload, time_workload
+    from ...backends import numpy_exec
+    from ...backends.triton.run import run_workload, time_workload
 
     out = {}
     for mode in ("read", "write"):
@@ -301,8 +292,8 @@ def measure_cta_dispatch(sm_count: int, log=print) -> dict:
     per-slot cost (scales with how many CTAs an SM holds) or a GPU-wide dispatch rate."""
     import numpy as np
 
-    from ..backends import numpy_exec
-    from ..backends.triton.run import run_workload, time_workload
+    from ...backends import numpy_exec
+    from ...backends.triton.run import run_workload, time_workload
 
     out = {}
     for nw in (1, 4):
@@ -320,44 +311,3 @@ def measure_cta_dispatch(sm_count: int, log=print) -> dict:
         out[f"warps{nw}"] = {"n": ns, "t_us": ts, "us_per_cta": float(slope), "intercept_us": float(icpt)}
         log(f"  ctas: {nw} warps: {slope * 1e3:.3f} ns per CTA GPU-wide")
     return out
-
-
-if __name__ == "__main__":
-    import json
-    import sys
-
-    import torch
-
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    res = {}
-    if "--overlap-only" not in sys.argv:
-        res["launch"] = measure_launch()
-    try:
-        res["overlap"] = measure_overlap(sms)
-    except Exception as e:
-        res["overlap"] = {"error": f"{type(e).__name__}: {e}"}
-        print("overlap failed:", e)
-    if "--ctas" in sys.argv:
-        sys.argv.remove("--ctas")
-        res["ctas"] = measure_cta_dispatch(sms)
-    if "--segments" in sys.argv:
-        sys.argv.remove("--segments")
-        res["segments"] = measure_segments()
-    clock = 1.98e9
-    if "--overlap-only" in sys.argv:
-        sys.argv.remove("--overlap-only")
-        with open(sys.argv[1], "w") as f:
-            json.dump(res, f, indent=1)
-        sys.exit(0)
-    try:
-        import subprocess
-        clock = float(subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True).stdout.split()[0]) * 1e6
-    except Exception:
-        pass
-    rates, times = measure(sms, clock)
-    res["simt_ops"] = {"rates": rates, "times_us": times, "clock_hz": clock}
-    print(res["simt_ops"])
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            json.dump(res, f, indent=1)

@@ -1,0 +1,238 @@
+"""Measuring on the GPU: correctness against a float64 reference, then timing.
+
+Owns the tolerances and sampling of the output check (``sampled_reference``, ``check_outputs``),
+the GPU backend that runs and times workloads through ``gpusim.backends.triton`` on cuda:0
+(``TritonCudaBackend``), the PyTorch eager / SDPA-flash attention reference times, and
+``measure_point``: build, run on random normal inputs, check, then time on each seed. torch and
+triton are imported inside functions only.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from ...backends import numpy_exec
+from ...kernels import build
+from .common import error_text
+
+TOL = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}        # max_rel_err allowed, by storage dtype
+BIG_ATTENTION = 1 << 28          # batch*heads*N^2 above which attention is checked on sampled rows
+BIG_MATMUL = 1 << 30             # M*N*K above which matmul is checked on sampled rows
+SAMPLE_ROWS = 64
+SEEDS = (1, 2)
+
+
+def tolerance(params: dict) -> float:
+    return TOL.get(params.get("dtype", "fp16"), 1e-2)
+
+
+def _attention_rows(q, k, v, rows, causal: bool) -> np.ndarray:
+    """float64 softmax(q[rows] k^T / sqrt(d)) v for one batch*head, causal mask on absolute rows."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    s = q[rows] @ k.T / math.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.arange(k.shape[0])[None, :] <= np.asarray(rows)[:, None], s, -np.inf)
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int = 0,
+                      force_sample: bool = False) -> tuple:
+    """float64 references of the outputs: ``({name: (index, ref)}, "full" | "sampled")``.
+
+    ``out[index]`` is what ``ref`` must match. Small problems: ``numpy_exec.reference`` of the
+    whole output (index ``...``). Large attention: the first and last batch*head and ``rows``
+    random query rows; large matmul: ``rows`` random rows of C. Elementwise is always full."""
+    kind = workload.name
+    rng = np.random.default_rng(seed)
+    if kind.startswith("attention"):
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        bh, n, d = q.shape
+        if force_sample or bh * n * n > BIG_ATTENTION:
+            heads = sorted({0, bh - 1})
+            r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+            causal = bool(workload.params.get("causal"))
+            ref = np.stack([_attention_rows(q[h], k[h], v[h], r, causal) for h in heads])
+            return {"o": (np.ix_(heads, r, np.arange(d)), ref)}, "sampled"
+    elif kind == "matmul":
+        a, b = inputs["a"], inputs["b"]
+        m, kk = a.shape
+        n = b.shape[1]
+        if force_sample or m * n * kk > BIG_MATMUL:
+            r = np.sort(rng.choice(m, size=min(rows, m), replace=False))
+            ref = np.asarray(a[r], dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+            return {"c": (np.ix_(r, np.arange(n)), ref)}, "sampled"
+    full = numpy_exec.reference(workload, inputs)
+    return {name: (Ellipsis, full[name]) for name in workload.outputs}, "full"
+
+
+def check_outputs(workload, outputs: dict, inputs: dict, seed: int = 0) -> tuple:
+    """(worst max_rel_err over the outputs, "full" | "sampled")."""
+    refs, how = sampled_reference(workload, inputs, seed=seed)
+    err = 0.0
+    for name, (idx, ref) in refs.items():
+        err = max(err, numpy_exec.max_rel_err(np.asarray(outputs[name])[idx], ref))
+    return err, how
+
+
+class TritonCudaBackend:
+    """Runs and times workloads through ``gpusim.backends.triton`` on cuda:0."""
+
+    name = "triton-cuda"
+
+    def __init__(self):
+        self._reference_cache: dict = {}
+
+    def run(self, workload, inputs: dict) -> dict:
+        from ...backends.triton import run as tb
+
+        return tb.run_workload(workload, inputs, device="cuda")
+
+    def time(self, workload, inputs: dict) -> dict:
+        from ...backends.triton import run as tb
+
+        return tb.time_workload(workload, inputs)
+
+    def torch_attention(self, params: dict) -> dict:
+        key = tuple(params.get(k) for k in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal"))
+        if key not in self._reference_cache:
+            self._reference_cache[key] = torch_attention_times(params)
+        return dict(self._reference_cache[key])
+
+    def environment(self) -> dict:
+        env = {"backend": self.name}
+        try:
+            import torch
+            import triton
+
+            env.update(torch=torch.__version__, triton=triton.__version__, cuda=str(torch.version.cuda),
+                       device=torch.cuda.get_device_name(0))
+        except Exception as e:
+            env["error"] = error_text(e)
+        return env
+
+
+def _bench_us(fn, n: int = 2) -> tuple:
+    """(median, spread %) of n do_bench medians, in microseconds."""
+    from triton.testing import do_bench
+
+    ts = [1000.0 * float(do_bench(fn, warmup=25, rep=100, return_mode="median")) for _ in range(n)]
+    med = float(np.median(ts))
+    return med, (max(ts) - min(ts)) / med * 100.0 if med else None
+
+
+def torch_attention_times(params: dict) -> dict:
+    """do_bench medians of PyTorch eager attention (softmax(q k^T * scale) v) and of
+    scaled_dot_product_attention restricted to the flash backend, same shapes and dtype."""
+    import torch
+
+    b, h, n, d = params["batch"], params["heads"], params["seq_len"], params["head_dim"]
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[params.get("dtype", "fp16")]
+    causal = bool(params.get("causal"))
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dt) for _ in range(3))
+    scale = 1.0 / math.sqrt(d)
+    out = {}
+    try:
+        mask = torch.ones(n, n, dtype=torch.bool, device="cuda").tril() if causal else None
+
+        def eager():
+            s = (q @ k.transpose(-1, -2)) * scale
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            return torch.softmax(s, dim=-1) @ v
+
+        eager()
+        out["eager_us"], out["eager_spread_pct"] = _bench_us(eager)
+    except Exception as e:  # e.g. out of memory at long sequences
+        out["eager_error"] = error_text(e)
+    torch.cuda.empty_cache()
+    try:
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            out["sdpa_us"], out["sdpa_spread_pct"] = _bench_us(
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    except Exception as e:  # e.g. fp32 has no flash kernel
+        out["sdpa_error"] = error_text(e)
+    return out
+
+
+def free_gpu_memory():
+    """Drop Python garbage and torch's cached CUDA blocks (between points)."""
+    import gc
+
+    gc.collect()
+    if "torch" in sys.modules:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+
+def measure_point(kernel: str, params: dict, backend, seeds=SEEDS, reference: bool = False) -> dict:
+    """Correctness check, then timing on each input set; never raises."""
+    rec = {"status": "ok", "reason": "", "max_rel_err": None, "tolerance": tolerance(params), "check": None,
+           "measured": None, "reference": None, "timings_s": {}}
+    t0 = time.time()
+    try:
+        wl = build(kernel, params)
+        inputs = numpy_exec.random_inputs(wl, seeds[0])
+    except Exception as e:
+        rec.update(status="gpu-error", reason=f"build: {error_text(e)}")
+        return rec
+    try:
+        outs = backend.run(wl, inputs)
+    except Exception as e:
+        rec.update(status="gpu-error", reason=f"run: {error_text(e)}")
+        free_gpu_memory()
+        return rec
+    rec["timings_s"]["run"] = round(time.time() - t0, 2)
+    t1 = time.time()
+    try:
+        err, how = check_outputs(wl, outs, inputs)
+    except Exception as e:
+        rec.update(status="gpu-error", reason=f"reference: {error_text(e)}")
+        return rec
+    finally:
+        del outs
+        free_gpu_memory()
+    rec["timings_s"]["check"] = round(time.time() - t1, 2)
+    rec.update(max_rel_err=err, check=how)
+    if not err <= rec["tolerance"]:
+        rec.update(status="wrong-result", reason=f"max_rel_err {err:.3g} > {rec['tolerance']:g} ({how} check)")
+        return rec
+    t2 = time.time()
+    runs = []
+    for seed in seeds:
+        try:
+            inp = inputs if seed == seeds[0] else numpy_exec.random_inputs(wl, seed)
+            runs.append(backend.time(wl, inp))
+        except Exception as e:
+            rec.update(status="gpu-error", reason=f"timing: {error_text(e)}")
+            free_gpu_memory()
+            return rec
+    free_gpu_memory()
+    names = list(runs[0]["per_launch_us"])
+    rec["measured"] = {"total_us": [float(r["total_us"]) for r in runs],
+                       "per_launch_us": {nm: [float(r["per_launch_us"].get(nm, float("nan"))) for r in runs]
+                                         for nm in names},
+                       "launch_names": names, "seeds": list(seeds)}
+    rec["timings_s"]["time"] = round(time.time() - t2, 2)
+    if reference and kernel.startswith("attention"):
+        t3 = time.time()
+        try:
+            rec["reference"] = backend.torch_attention(params)
+        except Exception as e:
+            rec["reference"] = {"error": error_text(e)}
+        rec["timings_s"]["reference"] = round(time.time() - t3, 2)
+        free_gpu_memory()
+    return rec
