@@ -137,9 +137,7 @@ def run_ncu(records: list, selected: list, out_dir: Path, deadline: float | None
     raw_dir = out_dir / "ncu_raw"
     raw_dir.mkdir(exist_ok=True)
     env = dict(os.environ)
-    import gpusim
-
-    root = str(Path(gpusim.__file__).resolve().parent.parent)      # the folder holding the gpusim package
+    root = str(Path(__file__).resolve().parents[3])      # the folder holding the gpusim package
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     for b in range(0, len(selected), NCU_BATCH):
