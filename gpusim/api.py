@@ -8,7 +8,7 @@ from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
 from .hardware import GPUConfig, load_gpu
-from .kernels import build, resolve_params
+from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
@@ -33,6 +33,7 @@ def _check_work(workload: ir.Workload) -> tuple:
 
 def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = "fast", timeline: bool = False,
                       check="auto", seed: int = 0) -> Result:
+    _check_arg(check)
     params = dict(workload.params)
     dtype = params.get("dtype", "fp16")
     common = dict(hbm_bandwidth_bytes_per_s=cfg.hbm_read_bandwidth_bytes_per_s, clock_hz=cfg.clock_hz)
@@ -60,7 +61,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     total_us = t_cycles / cfg.clock_hz * 1e6 + cfg.sync_overhead_us
 
     err = None
-    if check is True or (check == "auto" and _auto_ok(workload)):
+    if check is True or (check == "auto" and workload.reference is not None and _auto_ok(workload)):
         err = numpy_exec.check(workload, seed)
     return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
                   timeline=tuple(events), **common)
@@ -89,23 +90,31 @@ def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float) -> lis
     return out
 
 
+def _check_arg(check) -> None:
+    if not (isinstance(check, bool) or (isinstance(check, str) and check == "auto")):
+        raise ValueError(f"check must be True, False or 'auto', got {check!r}")
+
+
 def _auto_ok(workload) -> bool:
     work, elems = _check_work(workload)
     return work <= AUTO_CHECK_MAX_WORK and elems <= AUTO_CHECK_MAX_ELEMS
 
 
-def simulate(kernel: str, gpu: str | GPUConfig = "h100", *, check="auto", fidelity: str = "fast",
+def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto", fidelity: str = "fast",
              timeline: bool = False, seed: int = 0, **params) -> Result:
-    """Build a built-in kernel with ``params`` and time it on ``gpu``.
+    """Build ``kernel`` (a Kernel, a built-in name, ``file.py:name`` or ``module:name``) with
+    ``params`` and time it on ``gpu``. An unknown parameter raises KernelParamError.
 
     >>> r = simulate("attention_flash", gpu="h100", seq_len=1024, batch=1, heads=4)
     >>> r.status, r.time_us > 0
     ('ok', True)
     """
+    _check_arg(check)
     cfg = gpu if isinstance(gpu, GPUConfig) else load_gpu(gpu)
-    p = resolve_params(kernel, params)
+    k = resolve_kernel(kernel)
+    p = k.resolve(params)
     try:
-        workload = build(kernel, p)
+        workload = k.build(p)
     except ValueError as e:
-        return Result(cfg.name, kernel, p, "error", str(e))
+        return Result(cfg.name, k.name, p, "error", str(e))
     return simulate_workload(workload, cfg, fidelity=fidelity, timeline=timeline, check=check, seed=seed)

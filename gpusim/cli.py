@@ -47,13 +47,19 @@ def _cmd_gpus(args):
 
 
 def _cmd_kernels(args):
-    from .kernels import KERNELS
+    from .kernels import KERNELS, kernels_in_module, load_kernel_file
 
+    if args.file:
+        found = kernels_in_module(load_kernel_file(args.file))
+        if not found:
+            raise UsageError(f"{args.file}: defines no kernels (decorate a workload builder with "
+                             f"@gpusim.kernels.kernel(...))")
+        for k in found:
+            attr = next(a for a, v in vars(load_kernel_file(args.file)).items() if v is k)
+            print(f"{args.file}:{attr} -> " + k.describe())
+        return 0
     for spec in KERNELS.values():
-        print(f"{spec.name}: {spec.help}")
-        for p in spec.params:
-            allowed = f" [{', '.join(map(str, p.choices))}]" if p.choices else ""
-            print(f"    {p.name:<11} {p.kind.__name__:<5} default {str(p.default):<9} {p.help}{allowed}")
+        print(spec.describe())
     return 0
 
 
@@ -216,7 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("gpus", help="list GPU configs and their key numbers").set_defaults(fn=_cmd_gpus)
-    sub.add_parser("kernels", help="list built-in kernels and their parameters").set_defaults(fn=_cmd_kernels)
+    k = sub.add_parser("kernels", help="list built-in kernels (or those of a kernel file) and their parameters")
+    k.add_argument("file", nargs="?", help="a Python file of user kernels (@gpusim.kernels.kernel)")
+    k.set_defaults(fn=_cmd_kernels)
     r = sub.add_parser("run", help="run a scenario YAML (sweeps, CSVs, plots)")
     r.add_argument("scenario", help="scenario YAML file (examples in scenarios/)")
     r.add_argument("--out", help="output directory (default results/<scenario file name without .yaml>)")

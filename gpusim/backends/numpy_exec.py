@@ -142,24 +142,22 @@ def execute(workload: ir.Workload, inputs: dict) -> dict:
 
 
 def reference(workload: ir.Workload, inputs: dict) -> dict:
-    """float64 reference for the outputs of a built-in workload, computed without the IR."""
-    kind = workload.name
-    x = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
-    p = workload.params
-    if kind.startswith("attention"):
-        q, k, v = x["q"], x["k"], x["v"]
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        if p.get("causal"):
-            n = q.shape[1]
-            s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
-        s = s - s.max(axis=-1, keepdims=True)
-        e = np.exp(s)
-        return {"o": (e / e.sum(axis=-1, keepdims=True)) @ v}
-    if kind.startswith("elementwise"):
-        return {"y": np.maximum(x["x"] * 1.5 + 0.25, 0.0)}
-    if kind == "matmul":
-        return {"c": x["a"] @ x["b"]}
-    raise ValueError(f"no reference for {kind}")
+    """float64 reference outputs of ``workload``: the reference its kernel attached
+    (``Workload.reference``), never one looked up by name."""
+    if workload.reference is None:
+        raise ValueError(f"workload {workload.name!r} has no reference: give its kernel one "
+                         f"(@kernel(..., reference=fn)) or run with check=False")
+    out = workload.reference(inputs)
+    missing = [n for n in workload.outputs if n not in out]
+    if missing:
+        raise ValueError(f"the reference of {workload.name!r} returned no {', '.join(missing)} "
+                         f"(it must return every output: {', '.join(workload.outputs)})")
+    out = {n: np.asarray(v, dtype=np.float64) for n, v in out.items()}
+    for n in workload.outputs:
+        if out[n].shape != tuple(workload.tensors[n].shape):
+            raise ValueError(f"the reference of {workload.name!r} returned {n} of shape {out[n].shape}, "
+                             f"the output tensor is {tuple(workload.tensors[n].shape)}")
+    return out
 
 
 def max_rel_err(out: np.ndarray, ref: np.ndarray) -> float:

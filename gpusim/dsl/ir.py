@@ -309,7 +309,10 @@ class Launch:
 
 @dataclass(frozen=True)
 class Workload:
-    """A sequence of launches over named HBM tensors."""
+    """A sequence of launches over named HBM tensors.
+
+    ``reference``, when set, maps ``{input name: array}`` to float64 ``{output name: array}``
+    computed without the IR (``gpusim.kernels.Kernel.build`` attaches the kernel's)."""
 
     name: str
     tensors: dict           # name -> TensorArg
@@ -317,6 +320,7 @@ class Workload:
     outputs: tuple
     launches: tuple
     params: dict = field(default_factory=dict, hash=False, compare=False)
+    reference: object = field(default=None, hash=False, compare=False, repr=False)
 
 
 def walk(ops):
