@@ -2,7 +2,9 @@
 
 Storage follows the tensor dtype (fp16 as float16; bf16 as float32 holding bf16-rounded values);
 ``dot`` accumulates in fp32 as tensor cores do; loads outside a tensor read ``other`` and stores
-outside a tensor are dropped (boundary masking).
+outside a tensor are dropped (boundary masking). Binary ops and ``where`` convert their operands to
+the dtype ``ir.binary_dtypes`` / ``ir.promote`` give (Triton's promotion; constants rounded to it),
+compute in it (fp16 natively, bf16 in fp32 and rounded) and store the result in the result dtype.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ _BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
         "minimum": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
         "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or}
 _UN = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-       "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs}
+       "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs, "not": np.logical_not}
 
 
 class _Interp:
@@ -41,10 +43,12 @@ class _Interp:
         self.mem = memory
         self.bind = bindings
 
-    def val(self, env, x, dtype=None):
+    def val(self, env, x, dtype: str):
+        """Operand ``x`` (Value or Python constant) converted to ``dtype`` as Triton converts it."""
         if isinstance(x, ir.Value):
-            return env[x.id]
-        return np.asarray(x, dtype=NP_DTYPE[dtype] if dtype in ("fp16", "fp32", "bf16") else np.float32)
+            v = env[x.id]
+            return v if x.dtype == dtype else to_dtype(v, dtype)
+        return np.asarray(ir.const_value(x, dtype), dtype=NP_DTYPE[dtype])
 
     def run(self, ops, env, pid, lv):
         for op in ops:
@@ -72,25 +76,24 @@ class _Interp:
                 base = np.arange(n, dtype=np.int32).reshape(shape) + ir.eval_expr(op.start, pid, lv)
                 env[op.out.id] = np.broadcast_to(base, op.out.shape).astype(np.int32)
             elif t is ir.Binary:
-                a = self.val(env, op.a, op.out.dtype)
-                b = self.val(env, op.b, op.out.dtype)
+                comp, _ = ir.binary_dtypes(op.op, op.a, op.b)
+                a, b = self.val(env, op.a, comp), self.val(env, op.b, comp)
                 with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
                     r = _BIN[op.op](a, b)
-                env[op.out.id] = to_dtype(r, op.out.dtype) if op.out.dtype != "bool" else r
+                env[op.out.id] = to_dtype(r, op.out.dtype) if op.out.dtype != "bool" else np.asarray(r)
             elif t is ir.Unary:
                 with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                    x = env[op.a.id]
-                    x = x.astype(np.float32) if op.out.dtype == "fp32" and x.dtype != np.float32 else x
+                    x = self.val(env, op.a, op.out.dtype)
                     env[op.out.id] = to_dtype(_UN[op.op](x), op.out.dtype)
             elif t is ir.Where:
-                a = self.val(env, op.a, op.out.dtype)
-                b = self.val(env, op.b, op.out.dtype)
+                a, b = self.val(env, op.a, op.out.dtype), self.val(env, op.b, op.out.dtype)
                 env[op.out.id] = to_dtype(np.where(env[op.cond.id], a, b), op.out.dtype)
             elif t is ir.Cast:
                 env[op.out.id] = to_dtype(env[op.a.id], op.out.dtype)
             elif t is ir.Reduce:
-                x = env[op.a.id].astype(np.float32)
-                env[op.out.id] = (np.sum if op.op == "sum" else np.max if op.op == "max" else np.min)(x, axis=op.axis)
+                x = env[op.a.id].astype(NP_DTYPE[op.out.dtype])
+                r = (np.sum if op.op == "sum" else np.max if op.op == "max" else np.min)(x, axis=op.axis)
+                env[op.out.id] = to_dtype(r, op.out.dtype)
             elif t is ir.ExpandDims:
                 env[op.out.id] = np.expand_dims(env[op.a.id], op.axis)
             elif t is ir.Trans:
@@ -135,7 +138,8 @@ def execute(workload: ir.Workload, inputs: dict) -> dict:
         if name in inputs:
             mem[name] = np.array(inputs[name], dtype=NP_DTYPE[t.dtype], copy=True)
         else:
-            mem[name] = np.full(t.shape, np.nan, dtype=NP_DTYPE[t.dtype])   # poisoned: unwritten shows as NaN
+            poison = np.nan if t.dtype in ir.FLOAT_DTYPES else np.iinfo(np.int32).min if t.dtype == "int32" else False
+            mem[name] = np.full(t.shape, poison, dtype=NP_DTYPE[t.dtype])   # poisoned: unwritten shows as NaN
     for launch in workload.launches:
         run_launch(launch, mem)
     return mem

@@ -6,20 +6,27 @@
         ...
 
 ``trace(fn, params, ...)`` runs ``fn`` once with ``TensorArg``s and returns a ``Program``.
-Operators on ``Tile`` objects build ``Binary`` ops; Python floats become constants.
+
+Semantics are Triton's: operators on ``Tile`` objects build ``Binary`` ops whose dtype follows
+Triton's promotion (``ir.promote``: ``int32 * 0.5`` is fp32, ``fp16 * 0.5`` is fp16, ``/`` is
+fp32); ==, !=, <, <=, >, >= make masks (bool tiles), combined with &, | and ~. A tile has no
+Python truth value: ``if tile:``, ``and``, ``or`` and ``not`` raise a TraceError naming the
+user's file and line, as does every other misuse. Two deliberate differences from Triton,
+both stricter or more precise, never silently different: exp/exp2/log/log2/sqrt/rsqrt accept any
+dtype and compute in fp32 (Triton requires fp32 input; the lowering inserts the cast), and sums of
+fp16/bf16 tiles accumulate in fp32 (Triton's tl.sum returns the input dtype).
 """
 from __future__ import annotations
 
+import builtins
 import math
+import numbers
 
 from . import ir
+from .errors import TraceError, trace_error, user_site  # noqa: F401  (TraceError, user_site: public here)
 from .ir import Expr, TensorArg, Value
 
 _STACK: list = []
-
-
-class TraceError(ValueError):
-    """A kernel body used the DSL wrongly (shape mismatch, bad dtype, ...)."""
 
 
 class _Trace:
@@ -39,7 +46,7 @@ class _Trace:
 
 def _cur() -> _Trace:
     if not _STACK:
-        raise TraceError("DSL ops can only be used inside a kernel being traced")
+        raise trace_error("DSL ops can only be used inside a kernel being traced")
     return _STACK[-1]
 
 
@@ -55,6 +62,9 @@ class Tile:
     shape = property(lambda self: self.v.shape)
     dtype = property(lambda self: self.v.dtype)
 
+    __array_ufunc__ = None          # numpy scalars defer to the Tile's reflected operators
+    __hash__ = object.__hash__      # tiles stay hashable by identity although == builds a mask
+
     def __add__(self, o): return _binary("add", self, o)
     def __radd__(self, o): return _binary("add", o, self)
     def __sub__(self, o): return _binary("sub", self, o)
@@ -67,9 +77,30 @@ class Tile:
     def __le__(self, o): return _binary("le", self, o)
     def __gt__(self, o): return _binary("gt", self, o)
     def __ge__(self, o): return _binary("ge", self, o)
+    def __eq__(self, o): return _binary("eq", self, o)
+    def __ne__(self, o): return _binary("ne", self, o)
     def __and__(self, o): return _binary("and", self, o)
+    def __rand__(self, o): return _binary("and", o, self)
     def __or__(self, o): return _binary("or", self, o)
+    def __ror__(self, o): return _binary("or", o, self)
+    def __invert__(self): return _unary("not", self)
     def __neg__(self): return _unary("neg", self)
+    def __pos__(self): return self
+    def __abs__(self): return _unary("abs", self)
+
+    def __bool__(self):
+        raise trace_error(f"a tile ({self.dtype}{list(self.shape)}) has no single truth value: `if`, `while`, `and`, "
+                    f"`or` and `not` cannot look inside it while tracing; use where(mask, a, b) to select, and "
+                    f"&, |, ~ to combine masks")
+
+    def __index__(self):
+        raise trace_error("a tile cannot be used as a Python integer (loop bounds and offsets are ints or program_id "
+                    "expressions)")
+
+    def __float__(self):
+        raise trace_error("a tile cannot be converted to a Python float while tracing")
+
+    __int__ = __index__
 
     def __getitem__(self, idx):
         """Only ``t[:, None]`` / ``t[None, :]`` (insert an axis), as in Triton."""
@@ -79,12 +110,12 @@ class Tile:
         for i, s in enumerate(idx):
             if s is None:
                 if axis is not None:
-                    raise TraceError("only one None index is supported")
+                    raise trace_error("only one None index is supported")
                 axis = i
             elif not (isinstance(s, slice) and s == slice(None)):
-                raise TraceError("tiles support only [:, None] and [None, :] indexing")
+                raise trace_error("tiles support only [:, None] and [None, :] indexing")
         if axis is None or len(idx) != len(self.shape) + 1:
-            raise TraceError(f"bad index {idx} for a tile of shape {self.shape}")
+            raise trace_error(f"bad index {idx} for a tile of shape {self.shape}")
         return expand_dims(self, axis)
 
     def to(self, dtype: str) -> "Tile":
@@ -106,45 +137,74 @@ def _broadcast(a, b):
     out = []
     for x, y in zip(a, b):
         if x != y and 1 not in (x, y):
-            raise TraceError(f"shapes {a} and {b} do not broadcast")
+            raise trace_error(f"shapes {a} and {b} do not broadcast")
         out.append(max(x, y))
     return tuple(out)
 
 
-def _promote(da, db):
-    if da == db:
-        return da
-    order = ["bool", "int32", "fp16", "bf16", "fp32"]
-    return order[max(order.index(da), order.index(db))]
+INT32_RANGE = (-2 ** 31, 2 ** 31 - 1)
 
 
 def _operand(x):
+    """A Tile's Value, or a Python constant (numpy scalars become bool/int/float)."""
     if isinstance(x, Tile):
         return x.v
-    if isinstance(x, (int, float)):
+    if isinstance(x, (bool, _np_bool())):
+        return bool(x)
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
         return float(x)
-    raise TraceError(f"cannot use {type(x).__name__} as a tile operand")
+    if isinstance(x, Expr):
+        raise trace_error("a program_id/loop-index expression is not a tile; make an index tile with arange(expr, n)")
+    raise trace_error(f"cannot use {type(x).__name__} as a tile operand")
+
+
+def _np_bool():
+    import numpy as np
+
+    return np.bool_
+
+
+def _check_int_const(comp, *xs):
+    for x in xs:
+        if comp == "int32" and not isinstance(x, Value) and not INT32_RANGE[0] <= x <= INT32_RANGE[1]:
+            raise trace_error(f"integer constant {x} does not fit an int32 tile operation")
 
 
 def _binary(op, a, b) -> Tile:
     va, vb = _operand(a), _operand(b)
+    if not isinstance(va, Value) and not isinstance(vb, Value):
+        raise trace_error(f"{op}: at least one operand must be a tile")
+    if op in ir.LOGICAL_OPS:
+        for x in (va, vb):
+            dt = x.dtype if isinstance(x, Value) else ir.const_dtype(x)
+            if dt != "bool":
+                sym = "&" if op == "and" else "|"
+                raise trace_error(f"{sym} combines masks (bool tiles, e.g. from a < b); got {dt}: compare first "
+                            f"(x != 0) or cast")
+    comp, dt = ir.binary_dtypes(op, va, vb)
+    _check_int_const(comp, va, vb)
     sa = va.shape if isinstance(va, Value) else ()
     sb = vb.shape if isinstance(vb, Value) else ()
-    if isinstance(va, Value) and isinstance(vb, Value):
-        dt = _promote(va.dtype, vb.dtype)
-    else:
-        dt = (va if isinstance(va, Value) else vb).dtype
-    if op in ("lt", "le", "gt", "ge", "eq", "ne"):
-        dt = "bool"
     t = _cur()
     out = t.new_value(_broadcast(sa, sb), dt)
     t.emit(ir.Binary(out, op, va, vb))
     return Tile(out)
 
 
-def _unary(op, a: Tile) -> Tile:
+_TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt")
+
+
+def _unary(op, a) -> Tile:
+    if not isinstance(a, Tile):
+        raise trace_error(f"{op}: expected a tile, got {type(a).__name__}")
+    if op == "not" and a.dtype != "bool":
+        raise trace_error(f"~ is logical not of a mask (bool tile); got {a.dtype} (bitwise not is not supported)")
+    if op in ("neg", "abs") and a.dtype == "bool":
+        raise trace_error(f"{op} of a bool tile; cast it first (.to('int32'))")
+    dt = "fp32" if op in _TRANSCENDENTAL else a.dtype
     t = _cur()
-    dt = a.dtype if op == "neg" or a.dtype == "fp32" else "fp32"
     out = t.new_value(a.shape, dt)
     t.emit(ir.Unary(out, op, a.v))
     return Tile(out)
@@ -163,9 +223,9 @@ def load(tensor: TensorArg, offsets, shape, other: float = 0.0) -> Tile:
     """HBM -> SRAM: the tile of ``shape`` at ``offsets`` (one offset per tensor dim)."""
     offsets = tuple(ir.as_expr(o) for o in offsets)
     if len(offsets) != len(tensor.shape):
-        raise TraceError(f"load from {tensor.name}: {len(offsets)} offsets for a {len(tensor.shape)}-d tensor")
+        raise trace_error(f"load from {tensor.name}: {len(offsets)} offsets for a {len(tensor.shape)}-d tensor")
     if not 1 <= len(shape) <= 2 or len(shape) > len(tensor.shape):
-        raise TraceError(f"load from {tensor.name}: tile shape {shape} must be 1-d or 2-d")
+        raise trace_error(f"load from {tensor.name}: tile shape {shape} must be 1-d or 2-d")
     t = _cur()
     out = t.new_value(shape, tensor.dtype)
     t.emit(ir.Load(out, tensor, offsets, float(other)))
@@ -175,7 +235,7 @@ def load(tensor: TensorArg, offsets, shape, other: float = 0.0) -> Tile:
 def store(tensor: TensorArg, offsets, value: Tile) -> None:
     offsets = tuple(ir.as_expr(o) for o in offsets)
     if len(offsets) != len(tensor.shape):
-        raise TraceError(f"store to {tensor.name}: {len(offsets)} offsets for a {len(tensor.shape)}-d tensor")
+        raise trace_error(f"store to {tensor.name}: {len(offsets)} offsets for a {len(tensor.shape)}-d tensor")
     if value.dtype != tensor.dtype:
         value = cast(value, tensor.dtype)
     _cur().emit(ir.Store(tensor, offsets, value.v))
@@ -202,10 +262,10 @@ def arange(start, n: int, shape=None, axis: int = 0) -> Tile:
 
 def dot(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
     if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
-        raise TraceError(f"dot: shapes {a.shape} and {b.shape} do not multiply")
+        raise trace_error(f"dot: shapes {a.shape} and {b.shape} do not multiply")
     shape = (a.shape[0], b.shape[1])
     if acc is not None and tuple(acc.shape) != shape:
-        raise TraceError(f"dot: accumulator shape {acc.shape} != {shape}")
+        raise trace_error(f"dot: accumulator shape {acc.shape} != {shape}")
     t = _cur()
     out = t.new_value(shape, "fp32")
     t.emit(ir.Dot(out, a.v, b.v, acc.v if acc is not None else None))
@@ -230,7 +290,7 @@ def expand_dims(a: Tile, axis: int) -> Tile:
 
 def cast(a: Tile, dtype: str) -> Tile:
     if dtype not in ir.DTYPE_BYTES:
-        raise TraceError(f"unknown dtype {dtype!r}")
+        raise trace_error(f"unknown dtype {dtype!r}; dtypes: {', '.join(ir.DTYPE_BYTES)}")
     t = _cur()
     out = t.new_value(a.shape, dtype)
     t.emit(ir.Cast(out, a.v))
@@ -238,9 +298,13 @@ def cast(a: Tile, dtype: str) -> Tile:
 
 
 def _reduce(op, a: Tile, axis: int) -> Tile:
+    if not isinstance(a, Tile):
+        raise trace_error(f"{op} reduction: expected a tile, got {type(a).__name__}")
+    if not -len(a.shape) <= axis < len(a.shape):
+        raise trace_error(f"{op} reduction: axis {axis} out of range for a tile of shape {a.shape}")
     axis = axis % len(a.shape)
     t = _cur()
-    out = t.new_value(a.shape[:axis] + a.shape[axis + 1:], "fp32" if a.dtype != "fp32" else a.dtype)
+    out = t.new_value(a.shape[:axis] + a.shape[axis + 1:], "fp32" if a.dtype in ir.FLOAT_DTYPES else "int32")
     t.emit(ir.Reduce(out, op, a.v, axis))
     return Tile(out)
 
@@ -253,23 +317,38 @@ def tmax(a: Tile, axis: int) -> Tile:
     return _reduce("max", a, axis)
 
 
+def tmin(a: Tile, axis: int) -> Tile:
+    return _reduce("min", a, axis)
+
+
 def exp(a): return _unary("exp", a)
 def exp2(a): return _unary("exp2", a)
 def log(a): return _unary("log", a)
+def log2(a): return _unary("log2", a)
 def sqrt(a): return _unary("sqrt", a)
+def rsqrt(a): return _unary("rsqrt", a)
 def maximum(a, b): return _binary("maximum", a, b)
 def minimum(a, b): return _binary("minimum", a, b)
 
 
+def abs(a):   # noqa: A001 - Triton's name (tl.abs); plain numbers get Python's abs
+    return _unary("abs", a) if isinstance(a, Tile) else builtins.abs(a)
+
+
 def where(cond: Tile, a, b) -> Tile:
+    """``cond ? a : b`` elementwise; ``cond`` must be a mask (a bool tile, e.g. ``x > 0``)."""
+    if not isinstance(cond, Tile) or cond.dtype != "bool":
+        got = f"a {cond.dtype} tile" if isinstance(cond, Tile) else type(cond).__name__
+        raise trace_error(f"where: the condition must be a mask (bool tile from a comparison), got {got}")
     va, vb = _operand(a), _operand(b)
+    dt = ir.promote(va, vb)
+    _check_int_const(dt, va, vb)
     shapes = [cond.shape] + [x.shape for x in (va, vb) if isinstance(x, Value)]
     shape = shapes[0]
     for s in shapes[1:]:
         shape = _broadcast(shape, s)
-    dts = [x.dtype for x in (va, vb) if isinstance(x, Value)]
     t = _cur()
-    out = t.new_value(shape, dts[0] if dts else "fp32")
+    out = t.new_value(shape, dt)
     t.emit(ir.Where(out, cond.v, va, vb))
     return Tile(out)
 
@@ -289,14 +368,14 @@ def loop(start, end, step: int, init, body, stages: int = 1):
     res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
     body_ops = t.blocks.pop()
     if len(res) != len(init):
-        raise TraceError(f"loop body returned {len(res)} values for {len(init)} carried values")
+        raise trace_error(f"loop body returned {len(res)} values for {len(init)} carried values")
     yields = []
     for a, r in zip(args, res):
         if tuple(r.shape) != tuple(a.shape):
-            raise TraceError(f"loop-carried value changes shape {a.shape} -> {r.shape}")
+            raise trace_error(f"loop-carried value changes shape {a.shape} -> {r.shape}")
         if r.dtype != a.dtype:
-            r = cast(r, a.dtype)
-            body_ops.append(t.blocks[-1].pop())
+            raise trace_error(f"loop-carried value {len(yields)} starts as {a.dtype} but the body returns {r.dtype}; "
+                        f"cast it (.to('{a.dtype}')) so its type stays the same, as Triton requires")
         yields.append(r.v)
     outs = tuple(t.new_value(x.shape, x.dtype) for x in init)
     t.emit(ir.Loop(var, ir.as_expr(start), ir.as_expr(end), int(step), int(stages),

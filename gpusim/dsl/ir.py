@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from .dtypes import COMPARE_OPS, LOGICAL_OPS, binary_dtypes, const_dtype, const_value, promote  # noqa: F401
 
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "bool": 1}
 FLOAT_DTYPES = ("fp16", "bf16", "fp32")
@@ -154,7 +155,7 @@ class Value:
 # --------------------------------------------------------------------------- ops (the closed set)
 # Pipes a computation occupies in the timing model; loads/stores use the memory system.
 ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
-ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs")
+ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "not")
 SFU_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt")
 REDUCTIONS = ("sum", "max", "min")
 
@@ -196,7 +197,8 @@ class Iota:
 
 @dataclass(frozen=True, eq=False)
 class Binary:
-    """Elementwise ``op`` with numpy broadcasting; an operand may be a Python float constant."""
+    """Elementwise ``op`` with numpy broadcasting; an operand may be a Python bool/int/float
+    constant. Operands are converted to ``binary_dtypes(op, a, b)[0]`` (Triton's promotion)."""
 
     out: Value
     op: str
@@ -206,6 +208,9 @@ class Binary:
 
 @dataclass(frozen=True, eq=False)
 class Unary:
+    """``neg``/``abs`` keep the dtype; ``not`` is logical not of a bool tile; exp, exp2, log,
+    log2, sqrt, rsqrt compute in fp32 (the input is converted to fp32 first)."""
+
     out: Value
     op: str
     a: Value
@@ -213,6 +218,8 @@ class Unary:
 
 @dataclass(frozen=True, eq=False)
 class Where:
+    """``cond`` (a bool tile) ? a : b; a and b are converted to ``promote(a, b)``."""
+
     out: Value
     cond: Value
     a: object
@@ -227,6 +234,8 @@ class Cast:
 
 @dataclass(frozen=True, eq=False)
 class Reduce:
+    """sum/max/min along ``axis``: float tiles reduce in fp32, int32 and bool tiles in int32."""
+
     out: Value
     op: str
     a: Value

@@ -27,7 +27,7 @@ class OpCost:
 SIMT_CLASS = {"add": "add", "sub": "add", "mul": "mul", "div": "mul", "maximum": "maximum", "minimum": "maximum",
               "lt": "compare_where", "le": "compare_where", "gt": "compare_where", "ge": "compare_where",
               "eq": "compare_where", "ne": "compare_where", "and": "compare_where", "or": "compare_where",
-              "neg": "add", "abs": "add"}
+              "neg": "add", "abs": "add", "not": "compare_where"}   # logical not: one predicate op
 
 
 def simt_rate(cfg: GPUConfig, cls: str) -> float:
@@ -79,7 +79,7 @@ def vector_flops(op) -> float:
     t = type(op)
     if t is ir.Binary and op.op in ("add", "sub", "mul", "div", "maximum", "minimum"):
         return float(op.out.numel)
-    if t is ir.Unary and op.op != "neg":
+    if t is ir.Unary and op.op not in ("neg", "not"):
         return float(op.out.numel)
     if t is ir.Reduce:
         return float(op.a.numel)

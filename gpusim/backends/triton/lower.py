@@ -157,12 +157,16 @@ class _Emitter:
         return self.name(x) if x.dtype == dtype else f"{self.name(x)}.to({TL_DTYPE[dtype]})"
 
     def operand(self, x, dtype: str, int_ok: bool = False) -> str:
-        """A Value cast to ``dtype``, or a constant literal (an int literal where ``int_ok``)."""
+        """A Value cast to ``dtype``, or a constant literal: ``ir.const_value`` of it in ``dtype``
+        (an int literal where ``int_ok`` and the value is whole, True/False for bool)."""
         if isinstance(x, ir.Value):
             return self.as_dtype(x, dtype)
-        if int_ok and float(x).is_integer():
-            return str(int(x))
-        return _float_lit(x)
+        if dtype == "bool":
+            return str(bool(x))
+        v = ir.const_value(x, dtype if dtype in ir.FLOAT_DTYPES or dtype == "int32" else "fp32")
+        if int_ok and float(v).is_integer():
+            return str(int(v))
+        return _float_lit(v)
 
     # ----------------------------------------------------------------- memory access
     def access(self, ind: int, tensor: ir.TensorArg, offsets: tuple, tile: tuple, what: str):
@@ -253,35 +257,38 @@ class _Emitter:
         self.w(ind, f"{self.name(op.out)} = {src}")
 
     def op_binary(self, op: ir.Binary, ind):
-        out = op.out.dtype
-        vals = [x for x in (op.a, op.b) if isinstance(x, ir.Value)]
-        if op.op in ("and", "or"):
-            a, b = (self.name(x) if x.dtype == "bool" else f"({self.name(x)} != 0)" if isinstance(x, ir.Value)
-                    else str(bool(x)) for x in (op.a, op.b))
-            src = f"{a} {_BIN_SYM[op.op]} {b}"
+        """Tile operands are converted explicitly to the computation dtype (``ir.binary_dtypes``);
+        a literal then adopts the tile's dtype by Triton's own rule (a constant of a kind not above
+        the tile's), so Triton has nothing left to decide. bf16 arithmetic runs in fp32 on
+        bf16-rounded constants and is rounded back, as numpy_exec does."""
+        comp, out = ir.binary_dtypes(op.op, op.a, op.b)
+        if op.op in ir.LOGICAL_OPS:
+            a, b = (self.operand(x, "bool") for x in (op.a, op.b))
+            self.w(ind, f"{self.name(op.out)} = {a} {_BIN_SYM[op.op]} {b}")
+            return
+        work = "fp32" if comp == "bf16" else comp
+        a, b = (self.operand(x, work, int_ok=work == "int32") for x in (op.a, op.b))
+        if work == "fp32" and comp == "bf16":     # constants were rounded to bf16, keep them exact in fp32
+            a, b = (self.operand(x, work) if isinstance(x, ir.Value) else _float_lit(ir.const_value(x, "bf16"))
+                    for x in (op.a, op.b))
+        if not isinstance(op.a, ir.Value) and not isinstance(op.b, ir.Value):
+            raise LoweringError(f"{self.p.name}: binary {op.op} of two constants")
+        if op.op in ("maximum", "minimum"):
+            nan = ", propagate_nan=tl.PropagateNan.ALL" if work in ir.FLOAT_DTYPES else ""
+            src = f"tl.{op.op}({a}, {b}{nan})"
         else:
-            if op.op in _COMPARE:
-                dts = {x.dtype for x in vals}
-                comp = dts.pop() if len(dts) == 1 else "fp32"
-            else:
-                comp = out
-            comp = "fp32" if comp == "bf16" else comp
-            a, b = (self.operand(x, comp, int_ok=comp == "int32") for x in (op.a, op.b))
-            if op.op in ("maximum", "minimum"):
-                nan = ", propagate_nan=tl.PropagateNan.ALL" if comp in ir.FLOAT_DTYPES else ""
-                src = f"tl.{op.op}({a}, {b}{nan})"
-            else:
-                src = f"{a} {_BIN_SYM[op.op]} {b}"
-            int_to_float = comp == "int32" and (op.op == "div" or any(
-                not isinstance(x, ir.Value) and not float(x).is_integer() for x in (op.a, op.b)))
-            if op.op not in _COMPARE and (comp != out or int_to_float):
-                src = f"({src}).to({TL_DTYPE[out]})"
+            src = f"{a} {_BIN_SYM[op.op]} {b}"
+        if op.op not in _COMPARE and work != out:
+            src = f"({src}).to({TL_DTYPE[out]})"
         self.w(ind, f"{self.name(op.out)} = {src}")
 
     def op_unary(self, op: ir.Unary, ind):
         out = op.out.dtype
-        if op.op == "neg" and out == "bf16":
-            src = f"(-{self.as_dtype(op.a, 'fp32')}).to(tl.bfloat16)"
+        if op.op == "not":
+            src = f"~{self.name(op.a)}"
+        elif op.op in ("neg", "abs") and out == "bf16":
+            fn = "-" if op.op == "neg" else "tl.abs"
+            src = f"({fn}({self.as_dtype(op.a, 'fp32')})).to(tl.bfloat16)"
         else:
             x = self.as_dtype(op.a, out)
             src = f"-{x}" if op.op == "neg" else f"{_UNARY_FN[op.op]}({x})"
@@ -291,10 +298,7 @@ class _Emitter:
         cond = self.name(op.cond) if op.cond.dtype == "bool" else f"({self.name(op.cond)} != 0)"
         out = op.out.dtype
         a, b = (self.operand(x, out, int_ok=out == "int32") for x in (op.a, op.b))
-        src = f"tl.where({cond}, {a}, {b})"
-        if not any(isinstance(x, ir.Value) for x in (op.a, op.b)) and out != "fp32":
-            src = f"{src}.to({TL_DTYPE[out]})"
-        self.w(ind, f"{self.name(op.out)} = {src}")
+        self.w(ind, f"{self.name(op.out)} = tl.where({cond}, {a}, {b})")
 
     def op_cast(self, op: ir.Cast, ind):
         self.w(ind, f"{self.name(op.out)} = {self.as_dtype(op.a, op.out.dtype)}")

@@ -1,0 +1,82 @@
+"""Dtypes of the IR and Triton's type promotion: which dtype a binary op computes in and returns,
+and how a Python constant is typed and rounded. Every backend asks here, so they agree."""
+from __future__ import annotations
+
+import math
+import struct
+
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL_OPS = ("and", "or")
+
+
+def _kind(dtype: str) -> int:
+    """Triton's dtype kinds, ordered: bool < int < float."""
+    return 0 if dtype == "bool" else 1 if dtype == "int32" else 2
+
+
+def const_dtype(x) -> str:
+    """The dtype Triton gives a Python constant: bool -> bool, int -> int32, float -> fp32."""
+    if isinstance(x, bool):
+        return "bool"
+    return "int32" if isinstance(x, int) else "fp32"
+
+
+def promote(a, b, div: bool = False) -> str:
+    """Computation dtype of a binary op on operands ``a``, ``b`` (Values or Python constants),
+    following ``computation_type_impl`` in triton/language/semantic.py (Triton 3.x):
+
+    * a constant whose kind (bool < int < float) is not above the tile's adopts the tile's dtype
+      (``fp16_tile * 0.5`` is fp16, ``int32_tile * 0.5`` is fp32, ``int32_tile + 1`` is int32);
+    * ``/`` computes in fp32 (Triton has no fp16 division, and int / int is fp32);
+    * fp32 with anything -> fp32; fp16 with fp16 or bf16 -> fp16 (rule 4 comes before the bf16
+      rule); bf16 with bf16 -> bf16; int32 with int32 or bool -> int32; bool with bool -> bool."""
+    a_const, b_const = _is_const(a), _is_const(b)
+    da = const_dtype(a) if a_const else a.dtype
+    db = const_dtype(b) if b_const else b.dtype
+    if a_const != b_const:
+        c, t = (da, db) if a_const else (db, da)
+        if _kind(c) <= _kind(t):
+            da = db = t
+    if div:
+        return "fp32"
+    if "fp32" in (da, db):
+        return "fp32"
+    if "fp16" in (da, db):
+        return "fp16"
+    if "bf16" in (da, db):
+        return "bf16" if da == db else "fp32"
+    if "int32" in (da, db):
+        return "int32"
+    return "bool"
+
+
+def binary_dtypes(op: str, a, b) -> tuple:
+    """(computation dtype, result dtype) of ``Binary(op, a, b)``; every backend uses this."""
+    if op in LOGICAL_OPS:
+        return "bool", "bool"
+    comp = promote(a, b, div=op == "div")
+    return comp, "bool" if op in COMPARE_OPS else comp
+
+
+def const_value(x, dtype: str):
+    """A Python constant as a value of ``dtype`` (rounded to fp16/bf16 as Triton's scalar cast does)."""
+    if dtype == "bool":
+        return bool(x)
+    if dtype == "int32":
+        return int(x)
+    x = float(x)
+    if dtype == "fp16":
+        try:
+            return struct.unpack("<e", struct.pack("<e", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    if dtype == "bf16" and math.isfinite(x):
+        u = struct.unpack("<I", struct.pack("<f", x))[0]
+        u = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000) & 0xFFFFFFFF
+        return struct.unpack("<f", struct.pack("<I", u))[0]
+    return struct.unpack("<f", struct.pack("<f", x))[0] if math.isfinite(x) and abs(x) < 3.4e38 else x
+
+
+def _is_const(x) -> bool:
+    """A Python constant operand (tiles are ``ir.Value``s, which have a dtype)."""
+    return isinstance(x, (bool, int, float))
