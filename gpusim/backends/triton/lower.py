@@ -157,16 +157,15 @@ class _Emitter:
         return self.name(x) if x.dtype == dtype else f"{self.name(x)}.to({TL_DTYPE[dtype]})"
 
     def operand(self, x, dtype: str, int_ok: bool = False) -> str:
-        """A Value cast to ``dtype``, or a constant literal: ``ir.const_value`` of it in ``dtype``
-        (an int literal where ``int_ok`` and the value is whole, True/False for bool)."""
+        """A Value cast to ``dtype``, or a constant literal (an int literal where ``int_ok``). A
+        float literal is written as given: Triton rounds it to the tile's dtype itself."""
         if isinstance(x, ir.Value):
             return self.as_dtype(x, dtype)
         if dtype == "bool":
             return str(bool(x))
-        v = ir.const_value(x, dtype if dtype in ir.FLOAT_DTYPES or dtype == "int32" else "fp32")
-        if int_ok and float(v).is_integer():
-            return str(int(v))
-        return _float_lit(v)
+        if int_ok and float(x).is_integer():
+            return str(int(x))
+        return _float_lit(x)
 
     # ----------------------------------------------------------------- memory access
     def access(self, ind: int, tensor: ir.TensorArg, offsets: tuple, tile: tuple, what: str):
