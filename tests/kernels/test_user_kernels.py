@@ -65,3 +65,18 @@ def test_simulate_by_file_name_checks_automatically():
         os.chdir(cwd)
     assert r.status == "ok" and r.kernel == "alibi_attention"
     assert r.max_rel_err is not None and r.max_rel_err <= TOL
+
+
+@pytest.mark.parametrize("yaml_name", ["alibi.yaml", "rmsnorm.yaml"])
+def test_example_scenarios_name_a_kernel_file_relative_to_themselves(yaml_name):
+    """The example scenarios' kernel, params and sweep resolve (base_dir = the scenario's folder),
+    and the smallest point is exact."""
+    import yaml
+
+    path = REPO / "scenarios" / "examples" / yaml_name
+    data = yaml.safe_load(path.read_text())
+    k = resolve_kernel(data["kernel"], base_dir=path.parent)
+    assert data["check"] is True
+    small = {name: min(vals) for name, vals in data["sweep"].items()}
+    wl = k.build(dict(data["params"], **small))
+    assert numpy_exec.check(wl) <= TOL
