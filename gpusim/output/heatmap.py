@@ -38,9 +38,15 @@ def _reason_caption(reasons) -> str:
 
 def tile_heatmap(out: Path, rows, param_names, fmt="png") -> list:
     """tile_heatmap.<fmt>: time per (BLOCK_M, BLOCK_N), one panel per combination of the other varying fields."""
+    fig = draw_tile_heatmap(rows, param_names)
+    return [] if fig is None else [save(fig, out, "tile_heatmap", fmt)]
+
+
+def draw_tile_heatmap(rows, param_names):
+    """The heatmap figure, or None when the rows do not sweep both BLOCK_M and BLOCK_N."""
     tiled = [r for r in rows if pval(r.get("BLOCK_M", "")) != "" and pval(r.get("BLOCK_N", "")) != ""]
     if len(distinct(tiled, "BLOCK_M")) < 2 or len(distinct(tiled, "BLOCK_N")) < 2:
-        return []
+        return None
     others = [n for n in ["kernel"] + varying(tiled, param_names, exclude=("BLOCK_M", "BLOCK_N"))
               if len(distinct(tiled, n)) > 1]
     combos = {}
@@ -68,7 +74,7 @@ def tile_heatmap(out: Path, rows, param_names, fmt="png") -> list:
         fig.text(0.5, 0.0, f"showing the first {MAX_PANELS} of {len(combos)} combinations of "
                            f"{', '.join(others)}", ha="center", va="top", fontsize=9, color="#a00")
     _legend(axes[-1], reasons_all)
-    return [save(fig, out, "tile_heatmap", fmt)]
+    return fig
 
 
 def tile_grid(rs) -> tuple:

@@ -42,3 +42,15 @@ def test_one_panel_per_other_combination(tiles, tmp_path):
 def test_no_heatmap_without_two_tile_dimensions(attention, tmp_path):
     sc, rows, _, _ = attention
     assert heatmap.tile_heatmap(tmp_path, rows, sc.param_names) == []
+
+
+def test_figure_title_clears_the_panel_titles(tiles):
+    sc, rows, _, _ = tiles
+    two = [dict(r, num_stages=s) for s in (2, 3) for r in rows]
+    fig = heatmap.draw_tile_heatmap(two, sc.param_names)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (top,) = [t.get_window_extent(renderer) for t in fig.texts if t.get_text().startswith("Time per tile shape")]
+    panels = [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_title()]
+    assert len(panels) == 2
+    assert all(p.y1 <= top.y0 for p in panels)           # display y grows upwards: panel titles sit below
