@@ -125,6 +125,41 @@ def _method_text(r: dict) -> str:
     return s
 
 
+def _set_tile_efficiency(data: dict, sources: dict, rejected: dict, raw: dict) -> None:
+    """``tensor_tile_efficiency`` from the measured fp16 tiles, relative to the best (kept from the base
+    config when nothing was measured or the list does not validate)."""
+    peak = (raw.get("fields") or {}).get("tensor_flops_per_s.fp16", {}).get("value")
+    effs = tile_efficiencies(raw.get("tiles") or [], peak) if peak else []
+    if not effs:
+        return
+    trial = json.loads(json.dumps(data))
+    trial["tensor_tile_efficiency"] = effs
+    try:
+        GPUConfig.model_validate(trial)
+        data["tensor_tile_efficiency"] = effs
+        sources["tensor_tile_efficiency"] = (
+            f"measured: per-SM dot rate of each tile shape (one CTA per SM, acc = tl.dot(a, b, acc) repeated) "
+            f"/ the best fp16 tile's rate; {len(effs)} shapes")
+    except Exception as e:  # keep the base list
+        rejected["tensor_tile_efficiency"] = str(e).splitlines()[0]
+
+
+def _tile_and_other_measurements(raw: dict) -> list:
+    """Config measurements (not fields) of every tile's FLOP/s and of the raw ``measurements`` list."""
+    out = []
+    for t in raw.get("tiles") or []:
+        if t.get("flops_per_s"):
+            out.append(Measurement(
+                field=f"tile_flops_per_s[{t.get('dtype', 'fp16')} m={t['m']} n={t['n']} k={t['k']} w={t['num_warps']}]",
+                value=float(t["flops_per_s"]), spread=t.get("spread"),
+                method=f"{t.get('method', 'tile dot loop')}; R={t.get('repeats')}").model_dump())
+    for m in raw.get("measurements") or []:
+        if m.get("value") is not None and math.isfinite(float(m["value"])):
+            out.append(Measurement(field=m["field"], value=float(m["value"]), spread=m.get("spread"),
+                                   method=m.get("method", "")).model_dump())
+    return out
+
+
 def build_config(base: GPUConfig, raw: dict, name: str) -> tuple:
     """The base config with every measured field of ``raw`` replaced. Returns (config, rejected)
     where rejected maps a field to why its measured value was not used (the base value stays)."""
@@ -176,30 +211,8 @@ def build_config(base: GPUConfig, raw: dict, name: str) -> tuple:
             measurements.append(Measurement(field=key, value=float(v), spread=r.get("spread"),
                                             method=r.get("method", "")).model_dump())
 
-    peak = (raw.get("fields") or {}).get("tensor_flops_per_s.fp16", {}).get("value")
-    effs = tile_efficiencies(raw.get("tiles") or [], peak) if peak else []
-    if effs:
-        trial = json.loads(json.dumps(data))
-        trial["tensor_tile_efficiency"] = effs
-        try:
-            GPUConfig.model_validate(trial)
-            data["tensor_tile_efficiency"] = effs
-            sources["tensor_tile_efficiency"] = (
-                f"measured: per-SM dot rate of each tile shape (one CTA per SM, acc = tl.dot(a, b, acc) repeated) "
-                f"/ the best fp16 tile's rate; {len(effs)} shapes")
-        except Exception as e:  # keep the base list
-            rejected["tensor_tile_efficiency"] = str(e).splitlines()[0]
-
-    for t in raw.get("tiles") or []:
-        if t.get("flops_per_s"):
-            measurements.append(Measurement(
-                field=f"tile_flops_per_s[{t.get('dtype', 'fp16')} m={t['m']} n={t['n']} k={t['k']} w={t['num_warps']}]",
-                value=float(t["flops_per_s"]), spread=t.get("spread"),
-                method=f"{t.get('method', 'tile dot loop')}; R={t.get('repeats')}").model_dump())
-    for m in raw.get("measurements") or []:
-        if m.get("value") is not None and math.isfinite(float(m["value"])):
-            measurements.append(Measurement(field=m["field"], value=float(m["value"]), spread=m.get("spread"),
-                                            method=m.get("method", "")).model_dump())
+    _set_tile_efficiency(data, sources, rejected, raw)
+    measurements += _tile_and_other_measurements(raw)
     data["sources"] = sources
     data["measurements"] = measurements
     data["provenance"] = prov

@@ -50,15 +50,7 @@ def error_stats(values) -> dict:
             "mean_signed_pct": float(np.mean(v)), "max_abs_pct": float(np.max(a))}
 
 
-def analyze(rows: list) -> dict:
-    """Summary of validation rows (as built, or as read back from validation.csv)."""
-    pts = [r for r in rows if r.get("scope") == "point"]
-    lns = [r for r in rows if r.get("scope") == "launch"]
-    ok_p = [r for r in pts if r.get("status") == "ok" and num(r, "error_pct") is not None]
-    ok_l = [r for r in lns if r.get("status") == "ok" and num(r, "error_pct") is not None]
-    summary = {"counts": {"points": len(pts), "launch_rows": len(lns),
-                          "by_status": dict(Counter(r.get("status", "") for r in pts)),
-                          "compared_points": len(ok_p), "compared_launches": len(ok_l)}}
+def _time_error(ok_p: list, ok_l: list) -> dict:
     t = {"point": error_stats(num(r, "error_pct") for r in ok_p),
          "launch": error_stats(num(r, "error_pct") for r in ok_l), "point_by_kernel": {}, "launch_by_kernel": {}}
     for k in sorted({r["kernel"] for r in ok_p}):
@@ -66,8 +58,11 @@ def analyze(rows: list) -> dict:
     for k in sorted({(r["kernel"], r["launch"]) for r in ok_l}):
         t["launch_by_kernel"][f"{k[0]}/{k[1]}"] = error_stats(
             num(r, "error_pct") for r in ok_l if (r["kernel"], r["launch"]) == k)
-    summary["time_error"] = t
+    return t
 
+
+def _tile_groups(ok_p: list) -> tuple:
+    """(groups, their summary): the compared points of each tile-sweep group with two or more."""
     groups = []
     by_group: dict = {}
     for r in ok_p:
@@ -85,29 +80,34 @@ def analyze(rows: list) -> dict:
                        "sim_pick_is_best": bm == bp, "sim_pick_within_5pct": meas[bp] <= 1.05 * meas[bm],
                        "sim_pick_loss_pct": (meas[bp] / meas[bm] - 1.0) * 100.0})
     rhos = [g["spearman"] for g in groups if g["spearman"] is not None and g["n"] >= 3]
-    summary["tile_groups"] = groups
-    summary["tile_summary"] = {"groups": len(groups), "groups_with_3plus": len(rhos),
-                               "mean_spearman": float(np.mean(rhos)) if rhos else None,
-                               "median_spearman": float(np.median(rhos)) if rhos else None,
-                               "sim_pick_is_best": sum(g["sim_pick_is_best"] for g in groups),
-                               "sim_pick_within_5pct": sum(g["sim_pick_within_5pct"] for g in groups)}
+    return groups, {"groups": len(groups), "groups_with_3plus": len(rhos),
+                    "mean_spearman": float(np.mean(rhos)) if rhos else None,
+                    "median_spearman": float(np.median(rhos)) if rhos else None,
+                    "sim_pick_is_best": sum(g["sim_pick_is_best"] for g in groups),
+                    "sim_pick_within_5pct": sum(g["sim_pick_within_5pct"] for g in groups)}
 
-    def dram_stats(rs):
-        rs = [r for r in rs if num(r, "dram_error_pct") is not None]
-        out = error_stats(num(r, "dram_error_pct") for r in rs)
-        out["read"] = error_stats(pct(num(r, "predicted_dram_read_bytes"), num(r, "measured_dram_read_bytes"))
-                                  for r in rs)
-        out["write"] = error_stats(pct(num(r, "predicted_dram_write_bytes"), num(r, "measured_dram_write_bytes"))
-                                   for r in rs)
-        return out
 
+def _dram_stats(rs: list) -> dict:
+    rs = [r for r in rs if num(r, "dram_error_pct") is not None]
+    out = error_stats(num(r, "dram_error_pct") for r in rs)
+    out["read"] = error_stats(pct(num(r, "predicted_dram_read_bytes"), num(r, "measured_dram_read_bytes"))
+                              for r in rs)
+    out["write"] = error_stats(pct(num(r, "predicted_dram_write_bytes"), num(r, "measured_dram_write_bytes"))
+                               for r in rs)
+    return out
+
+
+def _dram(pts: list, lns: list) -> dict:
     dram_ok = [r for r in pts if r.get("status") in ("ok", "sim-missing")]
     dram_ok_l = [r for r in lns if r.get("status") in ("ok", "sim-missing")]
-    summary["dram"] = {"point": dram_stats(dram_ok), "launch": dram_stats(dram_ok_l),
-                       "launch_by_kernel": {f"{k[0]}/{k[1]}": dram_stats([r for r in dram_ok_l
-                                                                          if (r["kernel"], r["launch"]) == k])
-                                            for k in sorted({(r["kernel"], r["launch"]) for r in dram_ok_l
-                                                             if num(r, "dram_error_pct") is not None})}}
+    return {"point": _dram_stats(dram_ok), "launch": _dram_stats(dram_ok_l),
+            "launch_by_kernel": {f"{k[0]}/{k[1]}": _dram_stats([r for r in dram_ok_l
+                                                                if (r["kernel"], r["launch"]) == k])
+                                 for k in sorted({(r["kernel"], r["launch"]) for r in dram_ok_l
+                                                  if num(r, "dram_error_pct") is not None})}}
+
+
+def _references(pts: list) -> list:
     refs = []
     for r in pts:
         e, s = num(r, "reference_eager_us"), num(r, "reference_sdpa_us")
@@ -115,7 +115,22 @@ def analyze(rows: list) -> dict:
             continue
         refs.append({"point": int(num(r, "point")), "kernel": r["kernel"], "measured_us": num(r, "measured_us"),
                      "predicted_us": num(r, "predicted_us"), "eager_us": e, "sdpa_us": s})
-    summary["reference"] = refs
+    return refs
+
+
+def analyze(rows: list) -> dict:
+    """Summary of validation rows (as built, or as read back from validation.csv)."""
+    pts = [r for r in rows if r.get("scope") == "point"]
+    lns = [r for r in rows if r.get("scope") == "launch"]
+    ok_p = [r for r in pts if r.get("status") == "ok" and num(r, "error_pct") is not None]
+    ok_l = [r for r in lns if r.get("status") == "ok" and num(r, "error_pct") is not None]
+    summary = {"counts": {"points": len(pts), "launch_rows": len(lns),
+                          "by_status": dict(Counter(r.get("status", "") for r in pts)),
+                          "compared_points": len(ok_p), "compared_launches": len(ok_l)},
+               "time_error": _time_error(ok_p, ok_l)}
+    summary["tile_groups"], summary["tile_summary"] = _tile_groups(ok_p)
+    summary["dram"] = _dram(pts, lns)
+    summary["reference"] = _references(pts)
     summary["problems"] = [{"point": int(num(r, "point")), "kernel": r["kernel"], "status": r.get("status"),
                             "reason": r.get("reason", "")} for r in pts if r.get("status") != "ok"]
     return summary

@@ -126,6 +126,59 @@ def select_ncu_points(records: list, ncu_max: int) -> tuple:
     return pick, [i for i in ok if i not in pick]
 
 
+def _run_profiler(cmd: list, timeout: float, env: dict) -> tuple:
+    """(stdout, stderr, return code or "timeout") of one ncu process."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        errtext = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return text, errtext, "timeout"
+
+
+def _point_statuses(text: str) -> dict:
+    """{index: status line} of the points the profiled process reported."""
+    statuses = {}
+    for ln in text.splitlines():
+        if POINT_TAG in ln:
+            try:
+                st = json.loads(ln.split(POINT_TAG, 1)[1])
+                statuses[st["index"]] = st
+            except (ValueError, KeyError):
+                pass
+    return statuses
+
+
+def _assign_batch(chunk: list, by_index: dict, text: str, errtext: str, rc) -> list:
+    """Fill record["ncu"] of the points of one batch from its output; returns the kernels profiled."""
+    statuses = _point_statuses(text + "\n" + errtext)
+    kernels = parse_ncu_csv(text)
+    expected = []
+    for i in chunk:
+        try:
+            expected.append((i, expected_kernels(by_index[i]["kernel"], by_index[i]["params"])))
+        except Exception as e:
+            by_index[i]["ncu"] = {"error": f"cannot name kernels: {error_text(e)}"}
+    assigned = assign_ncu(kernels, expected, statuses)
+    tail = " | ".join((errtext or text).strip().splitlines()[-3:])[-400:]
+    for i, _ in expected:
+        res = assigned.get(i, {"error": "no result"})
+        if "error" in res and not kernels:
+            res = {"error": f"ncu returned {rc} with no kernels: {tail}"}
+        by_index[i]["ncu"] = res
+    return kernels
+
+
+def _child_env() -> dict:
+    """This environment with the folder holding the gpusim package first on PYTHONPATH."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 def run_ncu(records: list, selected: list, out_dir: Path, deadline: float | None = None) -> dict:
     """Profile the selected points in batches; fills record["ncu"]; returns meta for the report."""
     ncu = shutil.which("ncu")
@@ -136,10 +189,7 @@ def run_ncu(records: list, selected: list, out_dir: Path, deadline: float | None
     by_index = {r["index"]: r for r in records}
     raw_dir = out_dir / "ncu_raw"
     raw_dir.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[3])      # the folder holding the gpusim package
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
+    env = _child_env()
     for b in range(0, len(selected), NCU_BATCH):
         chunk = selected[b:b + NCU_BATCH]
         if meta["disabled"]:
@@ -159,44 +209,17 @@ def run_ncu(records: list, selected: list, out_dir: Path, deadline: float | None
                             "seed": SEEDS[0]} for i in chunk]}
         spec_path = raw_dir / f"batch{b // NCU_BATCH:02d}.json"
         spec_path.write_text(json.dumps(spec))
-        cmd = ncu_command(ncu, spec_path)
         log(f"ncu: profiling points {chunk} ({len(chunk)} points, timeout {timeout:.0f}s)")
         t0 = time.time()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-            text, errtext, rc = p.stdout, p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            errtext = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-            rc = "timeout"
+        text, errtext, rc = _run_profiler(ncu_command(ncu, spec_path), timeout, env)
         (raw_dir / f"batch{b // NCU_BATCH:02d}.csv").write_text(text)
         (raw_dir / f"batch{b // NCU_BATCH:02d}.log").write_text(errtext[-200000:])
-        statuses = {}
-        for ln in (text + "\n" + errtext).splitlines():
-            if POINT_TAG in ln:
-                try:
-                    st = json.loads(ln.split(POINT_TAG, 1)[1])
-                    statuses[st["index"]] = st
-                except (ValueError, KeyError):
-                    pass
-        kernels = parse_ncu_csv(text)
-        expected = []
-        for i in chunk:
-            try:
-                expected.append((i, expected_kernels(by_index[i]["kernel"], by_index[i]["params"])))
-            except Exception as e:
-                by_index[i]["ncu"] = {"error": f"cannot name kernels: {error_text(e)}"}
-        assigned = assign_ncu(kernels, expected, statuses)
-        tail = " | ".join((errtext or text).strip().splitlines()[-3:])[-400:]
-        for i, _ in expected:
-            res = assigned.get(i, {"error": "no result"})
-            if "error" in res and not kernels:
-                res = {"error": f"ncu returned {rc} with no kernels: {tail}"}
-            by_index[i]["ncu"] = res
+        kernels = _assign_batch(chunk, by_index, text, errtext, rc)
         meta["batches"].append({"points": chunk, "rc": rc, "seconds": round(time.time() - t0, 1),
                                 "kernels_profiled": len(kernels)})
         log(f"ncu: rc={rc}, {len(kernels)} kernels profiled in {time.time() - t0:.0f}s")
         if not kernels:
+            tail = " | ".join((errtext or text).strip().splitlines()[-3:])[-400:]
             meta["disabled"] = f"ncu failed{' (profiler unavailable)' if _ncu_fatal(text + errtext) else ''}: {tail}"
     return meta
 
