@@ -1,56 +1,27 @@
-"""Triton backend, running side: imports generated sources (cached on disk by content hash), runs
-whole workloads through torch tensors (CUDA, or CPU under ``TRITON_INTERPRET=1``) and times them
-with ``triton.testing.do_bench``. triton and torch are imported inside functions only."""
+"""Triton backend, running side: imports generated sources (through ``cache``), runs whole
+workloads through torch tensors (CUDA, or CPU under ``TRITON_INTERPRET=1``) and times them with
+``triton.testing.do_bench``. triton and torch are imported inside functions only."""
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import sys
-import tempfile
 
 import numpy as np
 
 from ...dsl import ir
+from .cache import cache_dir, import_source  # noqa: F401  (cache_dir: where generated sources live)
 from .lower import kernel_name, launch_stages, lower
 
-# --------------------------------------------------------------------------- compile cache
-_MODULES: dict = {}
 
-
-def cache_dir() -> str:
-    """Directory holding generated kernel modules (``$GPUSIM_TRITON_CACHE`` or a per-user temp dir)."""
-    d = os.environ.get("GPUSIM_TRITON_CACHE") or os.path.join(tempfile.gettempdir(), f"gpusim_triton_{os.getuid()}")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
+# --------------------------------------------------------------------------- generated modules
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
 def load_kernel(source: str, name: str):
-    """The JIT function ``name`` defined by ``source``, imported from a cached .py file.
-
-    ``@triton.jit`` reads its function's source through ``inspect``, so the source is written to
-    a real module file keyed by its hash. Loaded modules are cached per process (and per
-    interpreter mode, which ``triton.jit`` fixes when the module is imported)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    key = (digest, _interpreting())
-    if key not in _MODULES:
-        path = os.path.join(cache_dir(), f"gpusim_{digest}.py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-        modname = f"gpusim_triton_{digest}_{'interp' if key[1] else 'jit'}"
-        spec = importlib.util.spec_from_file_location(modname, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
-        _MODULES[key] = mod
-    return getattr(_MODULES[key], name)
+    """The JIT function ``name`` defined by ``source``, imported through the checked cache
+    (``cache.import_source``: a user-owned directory, content verified before import). Modules are
+    cached per process and per interpreter mode, which ``triton.jit`` fixes at import."""
+    return getattr(import_source(source, "interp" if _interpreting() else "jit"), name)
 
 
 # --------------------------------------------------------------------------- running workloads

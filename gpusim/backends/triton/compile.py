@@ -1,0 +1,268 @@
+"""Compile a program's generated Triton source for a GPU architecture without a GPU, and read what
+the real compiler decided: registers per thread, spills, shared memory, the SASS instruction mix.
+
+``triton.compile`` runs the whole toolchain (Triton -> PTX -> ``ptxas`` -> cubin) on the CPU; the
+triton wheel carries ``cuobjdump`` and ``nvdisasm``, which read the cubin. Pointer arguments are
+compiled as 16-byte aligned (``tt.divisibility=16``), which is how the JIT specialises torch
+tensors, so the vector width of global accesses is the one a real launch gets.
+
+Results are ``CompiledResources`` (frozen), cached per process and on disk under
+``<cache>/resources/`` (see ``cache``), keyed by the content: source text, kernel name,
+num_warps, num_stages, arch, pointer signature and triton version. triton is imported inside
+functions only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+from ...dsl import ir
+from .cache import cache_dir, digest, import_source, write_atomic
+from .lower import kernel_name, launch_stages, lower
+
+POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
+FORMAT = 1   # bump when the fields of CompiledResources change (part of the cache key)
+
+
+@dataclass(frozen=True)
+class CompiledResources:
+    """What ptxas made of one kernel. SASS counts are static (instructions in the binary), overall
+    and inside loops (between a backward branch and its target): the inner loop's mix is what
+    repeats. Byte widths of global loads count both LDG and LDGSTS (cp.async) instructions."""
+
+    kernel: str
+    arch: int                    # compute capability, e.g. 90 (compiled for sm_90a)
+    num_warps: int
+    num_stages: int
+    registers_per_thread: int    # REG from cuobjdump -res-usage (ptxas caps it at 255)
+    stack_bytes: int             # STACK: per-thread stack frame (spilled values live here)
+    shared_bytes: int            # dynamic shared memory Triton allocates (metadata.shared)
+    spill_store_bytes: int       # bytes of STL instructions (equals ptxas -v "bytes spill stores")
+    spill_load_bytes: int        # bytes of LDL instructions (ptxas -v "bytes spill loads")
+    sass: tuple                  # ((opcode class, count), ...) over the whole kernel, sorted
+    sass_loop: tuple             # the same, inside loops only
+    global_load_widths: tuple    # ((bytes per thread per instruction, count), ...) of LDG/LDGSTS
+    global_store_widths: tuple   # the same for STG
+    triton_version: str
+    ptxas_version: str
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    def sass_count(self, opcode: str, loop: bool = False) -> int:
+        """Static count of an opcode class (``HGMMA``, ``MUFU.EX2``, ``LDG``...)."""
+        return dict(self.sass_loop if loop else self.sass).get(opcode, 0)
+
+    @property
+    def global_load_vector_bytes(self) -> int:
+        """Bytes per thread of the most common global load (16 = 128-bit vectors; 0 if none)."""
+        if not self.global_load_widths:
+            return 0
+        return max(self.global_load_widths, key=lambda wc: (wc[1], wc[0]))[0]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for f in ("sass", "sass_loop", "global_load_widths", "global_store_widths"):
+            d[f] = {str(k): v for k, v in d[f]}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CompiledResources":
+        d = dict(d)
+        for f in ("sass", "sass_loop"):
+            d[f] = tuple(sorted(d[f].items()))
+        for f in ("global_load_widths", "global_store_widths"):
+            d[f] = tuple(sorted((int(k), v) for k, v in d[f].items()))
+        return cls(**d)
+
+
+class CompileError(RuntimeError):
+    """Triton or ptxas could not compile the program."""
+
+
+# --------------------------------------------------------------------------- SASS parsing
+_INSTR = re.compile(r"^\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)(.*);")
+_LABEL = re.compile(r"^(\.L\w+):")
+_BRANCH = re.compile(r"`\((\.L\w+)\)")
+# opcode classes counted with a modifier as well as on their own
+_DETAIL = ("MUFU.EX2", "MUFU.LG2", "MUFU.RCP", "MUFU.RSQ", "MUFU.SQRT")
+
+
+def access_bytes(opcode: str, mods: str) -> int:
+    """Bytes per thread of a load/store SASS instruction from its modifiers (32-bit by default)."""
+    for m, b in ((".128", 16), (".64", 8), (".U16", 2), (".S16", 2), (".U8", 1), (".S8", 1)):
+        if re.search(re.escape(m) + r"(\.|$)", mods):
+            return b
+    return 4
+
+
+def parse_sass(text: str) -> dict:
+    """Opcode-class counts (all and in-loop), spill bytes and global access widths from nvdisasm."""
+    instrs, labels = [], {}
+    pending = []
+    for line in text.splitlines():
+        lm = _LABEL.match(line)
+        if lm:
+            pending.append(lm.group(1))
+            continue
+        m = _INSTR.match(line)
+        if m:
+            addr = int(m.group(1), 16)
+            for lab in pending:
+                labels[lab] = addr
+            pending = []
+            instrs.append((addr, m.group(2), m.group(3), m.group(4)))
+    loops = []
+    for addr, op, mods, rest in instrs:
+        b = _BRANCH.search(rest)
+        if op == "BRA" and b and b.group(1) in labels and labels[b.group(1)] < addr:
+            loops.append((labels[b.group(1)], addr))
+    total, in_loop = Counter(), Counter()
+    loads, stores = Counter(), Counter()
+    spill_st = spill_ld = 0
+    for addr, op, mods, _ in instrs:
+        keys = [op] + [d for d in _DETAIL if (op + mods).startswith(d)]
+        inside = any(lo <= addr <= hi for lo, hi in loops)
+        for k in keys:
+            total[k] += 1
+            if inside:
+                in_loop[k] += 1
+        if op in ("LDG", "LDGSTS"):
+            loads[access_bytes(op, mods)] += 1
+        elif op == "STG":
+            stores[access_bytes(op, mods)] += 1
+        elif op == "STL":
+            spill_st += access_bytes(op, mods)
+        elif op == "LDL":
+            spill_ld += access_bytes(op, mods)
+    return {"sass": tuple(sorted(total.items())), "sass_loop": tuple(sorted(in_loop.items())),
+            "global_load_widths": tuple(sorted(loads.items())), "global_store_widths": tuple(sorted(stores.items())),
+            "spill_store_bytes": spill_st, "spill_load_bytes": spill_ld}
+
+
+def parse_res_usage(text: str, name: str) -> dict:
+    """REG and STACK of function ``name`` from ``cuobjdump -res-usage``."""
+    m = re.search(r"Function " + re.escape(name) + r":\s*\n\s*(.*)", text)
+    if not m:
+        raise CompileError(f"cuobjdump -res-usage shows no function {name}")
+    fields = dict(re.findall(r"(\w+):(\d+)", m.group(1)))
+    return {"registers_per_thread": int(fields["REG"]), "stack_bytes": int(fields.get("STACK", 0))}
+
+
+# --------------------------------------------------------------------------- toolchain
+def _tool(name: str) -> str:
+    import triton.backends.nvidia as nv
+
+    path = os.path.join(os.path.dirname(nv.__file__), "bin", name)
+    if not os.path.exists(path):
+        raise CompileError(f"{name} not found in the triton wheel ({path})")
+    return path
+
+
+def available() -> bool:
+    """Whether triton (with its NVIDIA toolchain) can be imported here; a GPU is not needed."""
+    try:
+        _tool("cuobjdump")
+        _tool("nvdisasm")
+    except (ImportError, CompileError):
+        return False
+    return True
+
+
+def _ptxas_version(arch: int) -> str:
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas_version
+
+        out = get_ptxas_version(arch) if arch >= 90 else get_ptxas_version()
+        m = re.search(r"release ([\d.]+)|Build cuda_([\d.]+)", out)
+        return next(g for g in m.groups() if g) if m else out.strip().splitlines()[-1]
+    except Exception:   # noqa: BLE001 -- the version string is informative only
+        return "unknown"
+
+
+def signature(program: ir.Program, arg_names) -> dict:
+    """Triton signature of a generated kernel: one typed pointer per tensor parameter, in order."""
+    return {a: POINTER_TYPE[t.dtype] for a, t in zip(arg_names, program.params)}
+
+
+def _jit_function(source: str, name: str):
+    """A ``JITFunction`` for ``name`` in ``source`` even under TRITON_INTERPRET=1 (which makes
+    ``@triton.jit`` return an interpreter object wrapping the same Python function)."""
+    from triton.runtime import JITFunction
+
+    obj = getattr(import_source(source, "compile"), name)
+    return obj if isinstance(obj, JITFunction) else JITFunction(obj.fn)
+
+
+def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> CompiledResources:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = _jit_function(source, name)
+    sig = dict(zip(fn.arg_names, sig_types))
+    aligned = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig_types) if t.startswith("*")}
+    try:
+        k = triton.compile(ASTSource(fn, sig, {}, aligned), target=GPUTarget("cuda", arch, 32),
+                           options={"num_warps": num_warps, "num_stages": num_stages, "enable_fp_fusion": True})
+    except Exception as e:   # noqa: BLE001 -- triton raises many kinds; all mean "did not compile"
+        raise CompileError(f"{name}: {type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}") from e
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = os.path.join(tmp, f"{name}.cubin")
+        with open(cubin, "wb") as f:
+            f.write(k.asm["cubin"])
+        res = subprocess.run([_tool("cuobjdump"), "-res-usage", cubin], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    return CompiledResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
+                             shared_bytes=int(k.metadata.shared), triton_version=triton.__version__,
+                             ptxas_version=_ptxas_version(arch), **parse_res_usage(res, name), **parse_sass(sass))
+
+
+# --------------------------------------------------------------------------- cached entry points
+_MEMO: dict = {}
+
+
+def compile_source(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int,
+                   arch: int = 90) -> CompiledResources:
+    """Resources of kernel ``name`` in ``source``; compiled at most once per content (per process,
+    and across processes through the disk cache). Raises CompileError (also cached)."""
+    import triton
+
+    key_text = json.dumps({"source": source, "name": name, "signature": list(sig_types), "num_warps": num_warps,
+                           "num_stages": num_stages, "arch": arch, "triton": triton.__version__, "format": FORMAT},
+                          sort_keys=True)
+    key = digest(key_text)
+    if key not in _MEMO:
+        path = os.path.join(cache_dir("resources"), f"{key}.json")
+        entry = None
+        try:
+            with open(path) as f:
+                entry = json.load(f)
+            if entry.get("key") != key_text:
+                entry = None
+        except (OSError, ValueError):
+            entry = None
+        if entry is None:
+            try:
+                entry = {"key": key_text, "result": _compile(source, name, sig_types, num_warps, num_stages, arch).to_dict()}
+            except CompileError as e:
+                entry = {"key": key_text, "error": str(e)}
+            write_atomic(path, json.dumps(entry, sort_keys=True))
+        _MEMO[key] = CompiledResources.from_dict(entry["result"]) if "result" in entry else CompileError(entry["error"])
+    out = _MEMO[key]
+    if isinstance(out, CompileError):
+        raise out
+    return out
+
+
+def compile_program(program: ir.Program, grid: tuple | None = None, arch: int = 90) -> CompiledResources:
+    """Resources of ``program`` as lowered for ``grid`` (the source a launch would run)."""
+    src = lower(program, grid)
+    sig_types = tuple(POINTER_TYPE[t.dtype] for t in program.params)
+    return compile_source(src, kernel_name(program), sig_types, program.num_warps, launch_stages(program), arch)
