@@ -42,7 +42,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     common.update(peak_flops_per_s=peak, ridge_flop_per_byte=cfg.ridge_flop_per_byte(dtype, uses_tensor))
     try:
         for launch in workload.launches:
-            occupancy(launch.program, cfg)
+            occupancy(launch.program, cfg, launch.grid)
     except InfeasibleError as e:
         return Result(cfg.name, workload.name, params, "infeasible", str(e), **common)
 
@@ -78,7 +78,7 @@ def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cy
         l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
         vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=st.busy[0], vector_busy=st.busy[1],
         sfu_busy=st.busy[2], simulated_ctas=smp.simulated_ctas, total_ctas=smp.total_ctas,
-        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6)
+        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources)
 
 
 def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float) -> list:

@@ -48,6 +48,9 @@ class GPUConfig(BaseModel):
     sram_bytes_per_cta_max: PositiveInt
     registers_per_sm: PositiveInt
     max_registers_per_thread: PositiveInt = 255
+    # CUDA compute capability as major*10+minor (90 = sm_90): the target kernels are compiled for to
+    # read their registers per thread (backends/triton/compile.py); None = estimate them instead
+    compute_capability: PositiveInt | None = None
     max_ctas_per_sm: PositiveInt
     max_warps_per_sm: PositiveInt
     l2_bytes: PositiveInt

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "max_rel_err",
-                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas")
+                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
                   "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
-                  "simulated_ctas", "total_ctas", "loop_group")
+                  "simulated_ctas", "total_ctas", "loop_group", "resources")
 
 
 # --------------------------------------------------------------------------- timeline events
@@ -99,6 +99,7 @@ class KernelResult:
     total_ctas: int
     loop_group: int
     start_us: float = 0.0
+    resources: str = "estimated"   # registers per thread from the compiled kernel or the estimate
 
     @property
     def flops(self) -> float:
@@ -116,7 +117,8 @@ class KernelResult:
                 "l2_read_bytes": int(round(self.l2_read_bytes)), "l2_hit_rate": round(self.l2_hit_rate, 4),
                 "flops": int(round(self.flops)), "tensor_busy": round(self.tensor_busy, 4),
                 "vector_busy": round(self.vector_busy, 4), "sfu_busy": round(self.sfu_busy, 4),
-                "simulated_ctas": self.simulated_ctas, "total_ctas": self.total_ctas, "loop_group": self.loop_group}
+                "simulated_ctas": self.simulated_ctas, "total_ctas": self.total_ctas, "loop_group": self.loop_group,
+                "resources": self.resources}
 
 
 def _r(x: float, digits: int = 4) -> float:
@@ -155,6 +157,11 @@ class Result:
     sram_read_bytes = property(lambda self: self._sum("sram_read_bytes"))
     tensor_flops = property(lambda self: self._sum("tensor_flops"))
     flops = property(lambda self: self._sum("flops"))
+
+    @property
+    def resources(self) -> str:
+        """Where the launches' registers per thread came from: compiled, estimated, or both."""
+        return "+".join(sorted({k.resources for k in self.kernels}))
 
     @property
     def dram_bytes(self) -> float:
@@ -211,6 +218,7 @@ class Result:
             "tensor_flops": int(round(self.tensor_flops)) if ok else "",
             "sampled_ctas": sum(k.simulated_ctas for k in self.kernels) if ok else "",
             "total_ctas": sum(k.total_ctas for k in self.kernels) if ok else "",
+            "resources": self.resources if ok else "",
         })
         return row
 

@@ -5,6 +5,7 @@ closed form that tests can check by hand.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
@@ -151,14 +152,55 @@ class Occupancy:
     sram_bytes_per_cta: int
     registers_per_thread: int
     spills: bool
+    resources: str = "estimated"     # where registers_per_thread came from: compiled | estimated
+    compiled: object = None          # the CompiledResources when compiled (spill bytes, SASS mix)
 
 
 class InfeasibleError(ValueError):
     """The launch cannot run on this GPU (a CTA needs more than the hardware allows)."""
 
 
-def occupancy(program: ir.Program, cfg: GPUConfig) -> Occupancy:
-    """How many CTAs of ``program`` fit on one SM, and which limit binds; raises InfeasibleError."""
+RESOURCES_ENV = "GPUSIM_RESOURCES"
+RESOURCE_MODES = ("auto", "compiled", "estimated")
+
+
+def resources_mode(mode: str | None = None) -> str:
+    """``mode``, else ``$GPUSIM_RESOURCES``, else auto (compiled when triton can compile here)."""
+    m = mode or os.environ.get(RESOURCES_ENV) or "auto"
+    if m not in RESOURCE_MODES:
+        raise ValueError(f"{RESOURCES_ENV}={m!r}: allowed values are {', '.join(RESOURCE_MODES)}")
+    return m
+
+
+def compiled_resources(program: ir.Program, cfg: GPUConfig, grid=None, mode: str | None = None):
+    """The real compiler's resources for ``program`` on ``cfg``'s architecture, or None where the
+    mode says estimated, or (auto) triton is missing, the config names no compute capability or
+    the program does not compile. ``mode="compiled"`` raises instead of falling back."""
+    m = resources_mode(mode)
+    if m == "estimated":
+        return None
+    from ..triton import compile as tc    # lazy: triton is optional
+
+    arch = cfg.compute_capability
+    if arch is None or not tc.available():
+        if m == "compiled":
+            why = "triton is not installed" if arch is not None else f"{cfg.name} has no compute_capability"
+            raise RuntimeError(f"{RESOURCES_ENV}=compiled but {why}; use {RESOURCES_ENV}=estimated")
+        return None
+    try:
+        return tc.compile_program(program, grid, arch)
+    except tc.CompileError:
+        if m == "compiled":
+            raise
+        return None
+
+
+def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | None = None) -> Occupancy:
+    """How many CTAs of ``program`` fit on one SM, and which limit binds; raises InfeasibleError.
+
+    Registers per thread come from the compiled kernel (for ``grid``, as launched) when
+    ``compiled_resources`` finds it, else from ``cta_resources``'s estimate; ptxas caps them at
+    ``max_registers_per_thread`` and spills the rest to local memory."""
     res = cta_resources(program)
     if res.sram_bytes > cfg.sram_bytes_per_cta_max:
         detail = ", ".join(f"{n} {list(s)} x{st}" for n, s, st, _ in res.sram_detail)
@@ -168,7 +210,12 @@ def occupancy(program: ir.Program, cfg: GPUConfig) -> Occupancy:
     warps = program.num_warps
     if warps > cfg.max_warps_per_sm:
         raise InfeasibleError(f"num_warps={warps} exceeds {cfg.max_warps_per_sm} warps per SM on {cfg.name}")
-    regs = min(res.registers_per_thread, cfg.max_registers_per_thread)
+    comp = compiled_resources(program, cfg, grid, resources)
+    if comp is not None:
+        regs, spills, source = min(comp.registers_per_thread, cfg.max_registers_per_thread), comp.spills, "compiled"
+    else:
+        regs = min(res.registers_per_thread, cfg.max_registers_per_thread)
+        spills, source = res.registers_per_thread > cfg.max_registers_per_thread, "estimated"
     limits = {
         "ctas": cfg.max_ctas_per_sm,
         "warps": cfg.max_warps_per_sm // warps,
@@ -176,5 +223,4 @@ def occupancy(program: ir.Program, cfg: GPUConfig) -> Occupancy:
         "registers": cfg.registers_per_sm // (regs * res.threads),
     }
     limiter = min(limits, key=lambda k: (limits[k], k))
-    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs,
-                     res.registers_per_thread > cfg.max_registers_per_thread)
+    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs, spills, source, comp)

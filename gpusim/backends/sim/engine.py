@@ -72,7 +72,7 @@ class LaunchSim:
     def __init__(self, launch: ir.Launch, cfg: GPUConfig, l2: L2Cache, addresses: dict, tensors: dict,
                  fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16):
         self.launch, self.cfg, self.l2 = launch, cfg, l2
-        self.occ = cost.occupancy(launch.program, cfg)
+        self.occ = cost.occupancy(launch.program, cfg, launch.grid)
         self.steps, self.loads = compile_program(launch.program, cfg)
         self.loops = [s for s in self.steps if isinstance(s, LoopStep)]
         self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
