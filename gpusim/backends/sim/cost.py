@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
+from . import registers
 
 KIB = 1024
 
@@ -96,12 +97,10 @@ class CTAResources:
     sram_detail: list = field(default_factory=list)
 
 
-def cta_resources(program: ir.Program) -> CTAResources:
+def cta_resources(program: ir.Program, arch: int = 90) -> CTAResources:
     """Shared memory: each tile that feeds a ``dot`` is staged in SRAM, ``stages`` copies inside a
-    pipelined loop. Registers per thread: 32 for addresses and indices, plus (over the CTA's
-    threads) the loop-carried tiles, the tiles a loop reads from before it (live across it) and the
-    two largest tiles its body produces. Checked against ptxas's counts for the generated flash
-    kernels (docs/validation.md): 254 vs 258 estimated for 128x64 tiles, 170 vs 145 for 64x64."""
+    pipelined loop. Registers per thread: the analytic estimate of ``registers.estimate`` for
+    compute capability ``arch`` (uncapped; docs/resources.md compares it with ptxas)."""
     shared = analysis.feeds_dot(program)
     sram, detail = 0, []
 
@@ -116,33 +115,7 @@ def cta_resources(program: ir.Program) -> CTAResources:
                 visit(op.body, max(1, op.stages))
 
     visit(program.body, 1)
-    threads = 32 * program.num_warps
-
-    def words(v):   # 32-bit registers a tile needs across the CTA (16-bit values pack two per register)
-        return v.numel * ir.DTYPE_BYTES[v.dtype] / 4.0
-
-    live = 0.0
-    for op in ir.walk(program.body):
-        if isinstance(op, ir.Loop):
-            defined = {a.id for a in op.args} | {o.out.id for o in ir.walk(op.body) if hasattr(o, "out")}
-            live_in = {}
-            for o in ir.walk(op.body):
-                for f in o.__dataclass_fields__:
-                    x = getattr(o, f)
-                    if isinstance(x, ir.Value) and x.id not in defined:
-                        live_in[x.id] = x
-            yielded = {y.id for y in op.yields}     # these reuse the carried values' registers
-            body_tiles = sorted((words(o.out) for o in op.body if hasattr(o, "out")
-                                 and not isinstance(o, ir.Load) and o.out.id not in yielded), reverse=True)
-            # carried tiles + tiles defined before the loop and read in it (e.g. a Q tile that is a dot
-            # operand in registers) + the two largest tiles the body produces (live together)
-            live = max(live, sum(words(v) for v in op.args) + sum(words(v) for v in live_in.values())
-                       + sum(body_tiles[:2]))
-    if live == 0:
-        live = max((words(o.out) for o in ir.walk(program.body) if hasattr(o, "out")), default=0)
-    live = int(live)
-    regs = 32 + -(-live // threads)
-    return CTAResources(sram, regs, threads, detail)
+    return CTAResources(sram, registers.estimate(program, arch), 32 * program.num_warps, detail)
 
 
 @dataclass(frozen=True)
@@ -201,7 +174,7 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
     Registers per thread come from the compiled kernel (for ``grid``, as launched) when
     ``compiled_resources`` finds it, else from ``cta_resources``'s estimate; ptxas caps them at
     ``max_registers_per_thread`` and spills the rest to local memory."""
-    res = cta_resources(program)
+    res = cta_resources(program, cfg.compute_capability or 90)
     if res.sram_bytes > cfg.sram_bytes_per_cta_max:
         detail = ", ".join(f"{n} {list(s)} x{st}" for n, s, st, _ in res.sram_detail)
         raise InfeasibleError(

@@ -228,32 +228,42 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
 _MEMO: dict = {}
 
 
-def compile_source(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int,
-                   arch: int = 90) -> CompiledResources:
-    """Resources of kernel ``name`` in ``source``; compiled at most once per content (per process,
-    and across processes through the disk cache). Raises CompileError (also cached)."""
+def _key_text(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> str:
     import triton
 
-    key_text = json.dumps({"source": source, "name": name, "signature": list(sig_types), "num_warps": num_warps,
-                           "num_stages": num_stages, "arch": arch, "triton": triton.__version__, "format": FORMAT},
-                          sort_keys=True)
+    return json.dumps({"source": source, "name": name, "signature": list(sig_types), "num_warps": num_warps,
+                       "num_stages": num_stages, "arch": arch, "triton": triton.__version__, "format": FORMAT},
+                      sort_keys=True)
+
+
+def _from_disk(key_text: str):
+    """The cache entry for ``key_text`` (a dict with "result" or "error"), or None."""
+    path = os.path.join(cache_dir("resources"), f"{digest(key_text)}.json")
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return entry if isinstance(entry, dict) and entry.get("key") == key_text else None
+
+
+def compile_source(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int,
+                   arch: int = 90, *, cached_only: bool = False):
+    """Resources of kernel ``name`` in ``source``; compiled at most once per content (per process,
+    and across processes through the disk cache). Raises CompileError (also cached).
+    ``cached_only``: return None instead of compiling what is not cached yet."""
+    key_text = _key_text(source, name, sig_types, num_warps, num_stages, arch)
     key = digest(key_text)
     if key not in _MEMO:
-        path = os.path.join(cache_dir("resources"), f"{key}.json")
-        entry = None
-        try:
-            with open(path) as f:
-                entry = json.load(f)
-            if entry.get("key") != key_text:
-                entry = None
-        except (OSError, ValueError):
-            entry = None
+        entry = _from_disk(key_text)
         if entry is None:
+            if cached_only:
+                return None
             try:
                 entry = {"key": key_text, "result": _compile(source, name, sig_types, num_warps, num_stages, arch).to_dict()}
             except CompileError as e:
                 entry = {"key": key_text, "error": str(e)}
-            write_atomic(path, json.dumps(entry, sort_keys=True))
+            write_atomic(os.path.join(cache_dir("resources"), f"{key}.json"), json.dumps(entry, sort_keys=True))
         _MEMO[key] = CompiledResources.from_dict(entry["result"]) if "result" in entry else CompileError(entry["error"])
     out = _MEMO[key]
     if isinstance(out, CompileError):
@@ -261,8 +271,9 @@ def compile_source(source: str, name: str, sig_types: tuple, num_warps: int, num
     return out
 
 
-def compile_program(program: ir.Program, grid: tuple | None = None, arch: int = 90) -> CompiledResources:
+def compile_program(program: ir.Program, grid: tuple | None = None, arch: int = 90, *, cached_only: bool = False):
     """Resources of ``program`` as lowered for ``grid`` (the source a launch would run)."""
     src = lower(program, grid)
     sig_types = tuple(POINTER_TYPE[t.dtype] for t in program.params)
-    return compile_source(src, kernel_name(program), sig_types, program.num_warps, launch_stages(program), arch)
+    return compile_source(src, kernel_name(program), sig_types, program.num_warps, launch_stages(program), arch,
+                          cached_only=cached_only)

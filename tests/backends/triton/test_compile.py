@@ -1,0 +1,128 @@
+"""Compiled resources: parsing the toolchain's output (no triton needed), and compiling a recorded
+config again reproduces its registers per thread (needs triton; no GPU)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from gpusim import kernels
+from gpusim.backends.sim import cost
+from gpusim.backends.triton.compile import CompiledResources, access_bytes, parse_res_usage, parse_sass
+from gpusim.hardware import load_gpu
+
+TABLE = Path(__file__).resolve().parents[2] / "data" / "compiled_resources_sm90.json"
+
+SASS = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   STL [R1], RZ ;
+        /*0020*/                   STL.64 [R1+0x8], R4 ;
+.L_x_0:
+        /*0030*/                   LDGSTS.E.BYPASS.128 [R9+0x18000], desc[UR24][R2.64] ;
+        /*0040*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4].tnspB, R24, gsb0 ;
+        /*0050*/                   MUFU.EX2 R3, R3 ;
+        /*0060*/              @!P0 BRA `(.L_x_0) ;
+        /*0070*/                   LDL.LU.64 R4, [R1+0x8] ;
+        /*0080*/                   LDG.E.U16 R6, desc[UR6][R4.64] ;
+        /*0090*/                   STG.E.128 desc[UR6][R4.64], R8 ;
+        /*00a0*/                   EXIT ;
+.L_x_1:
+        /*00b0*/                   BRA `(.L_x_1);
+"""
+
+
+def test_parse_sass_counts_loops_spills_and_widths():
+    p = parse_sass(SASS)
+    total, loop = dict(p["sass"]), dict(p["sass_loop"])
+    assert total["HGMMA"] == 1 and loop["HGMMA"] == 1
+    assert total["MUFU"] == 1 and total["MUFU.EX2"] == 1 and loop["MUFU.EX2"] == 1
+    assert "STL" not in loop and total["STL"] == 2
+    assert p["spill_store_bytes"] == 4 + 8 and p["spill_load_bytes"] == 8
+    assert dict(p["global_load_widths"]) == {16: 1, 2: 1}
+    assert dict(p["global_store_widths"]) == {16: 1}
+    assert total["BRA"] == 2 and loop["BRA"] == 1       # the trap loop after EXIT is no loop body
+
+
+def test_access_bytes():
+    assert access_bytes("LDG", ".E.128") == 16
+    assert access_bytes("LDG", ".E") == 4
+    assert access_bytes("LDG", ".E.64") == 8
+    assert access_bytes("LDG", ".E.U16") == 2
+    assert access_bytes("LDGSTS", ".E.BYPASS.LTC128B.128") == 16
+
+
+def test_parse_res_usage():
+    text = (" Function other:\n  REG:12 STACK:0 SHARED:0\n"
+            " Function matmul_kernel:\n  REG:255 STACK:1024 SHARED:1024 LOCAL:0 CONSTANT[0]:568\n")
+    assert parse_res_usage(text, "matmul_kernel") == {"registers_per_thread": 255, "stack_bytes": 1024}
+
+
+def test_round_trip_through_dict():
+    r = CompiledResources("k", 90, 4, 3, 255, 1024, 147456, 1560, 1112, (("HGMMA", 8), ("STL", 262)),
+                          (("HGMMA", 4),), ((16, 72),), ((16, 32),), "3.9.0", "13.4")
+    assert CompiledResources.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert r.spills and r.global_load_vector_bytes == 16 and r.sass_count("HGMMA", loop=True) == 4
+
+
+def test_unknown_resources_mode_is_one_line_error(monkeypatch):
+    monkeypatch.setenv("GPUSIM_RESOURCES", "exact")
+    with pytest.raises(ValueError, match="GPUSIM_RESOURCES='exact': allowed values are auto, compiled, estimated"):
+        cost.resources_mode()
+
+
+def test_estimated_mode_never_compiles(monkeypatch):
+    wl = kernels.build("elementwise_fused", dict(n=4096, BLOCK=1024))
+    occ = cost.occupancy(wl.launches[0].program, load_gpu("h200"), wl.launches[0].grid, resources="estimated")
+    assert occ.resources == "estimated" and occ.compiled is None
+
+
+# --------------------------------------------------------------------------- with triton
+def _recorded():
+    doc = json.loads(TABLE.read_text())
+    return doc, [r for r in doc["launches"] if "error" not in r]
+
+
+def _needs_same_triton():
+    triton = pytest.importorskip("triton", reason="compiling needs the triton package (no GPU)")
+    from gpusim.backends.triton import compile as tc
+
+    if not tc.available():
+        pytest.skip("this triton wheel carries no NVIDIA toolchain")
+    doc, _ = _recorded()
+    if triton.__version__ != doc["triton_version"]:
+        pytest.skip(f"table recorded with triton {doc['triton_version']}, this is {triton.__version__}: "
+                    f"register counts differ between triton versions")
+
+
+@pytest.mark.parametrize("pick", ["elementwise", "matmul-spill"])
+def test_compiling_reproduces_recorded_registers(pick, tmp_path, monkeypatch):
+    _needs_same_triton()
+    monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))   # a cold cache: really compile
+    from gpusim.backends.triton import compile as tc
+
+    monkeypatch.setattr(tc, "_MEMO", {})
+    _, rows = _recorded()
+    if pick == "elementwise":
+        row = min((r for r in rows if r["kernel"] == "elementwise_fused"), key=lambda r: r["params"]["BLOCK"])
+    else:   # the smallest spilling matmul (a cheap compile that still exercises the spill parsing)
+        row = min((r for r in rows if r["kernel"] == "matmul" and r["spill_store_bytes"] > 0),
+                  key=lambda r: r["params"]["BLOCK_M"] * r["params"]["BLOCK_N"])
+    launch = next(ln for ln in kernels.build(row["kernel"], row["params"]).launches if ln.name == row["launch"])
+    got = tc.compile_program(launch.program, launch.grid, 90)
+    assert got.registers_per_thread == row["registers_per_thread"]
+    assert got.spill_store_bytes == row["spill_store_bytes"] and got.stack_bytes == row["stack_bytes"]
+    assert got.global_load_vector_bytes == row["global_load_vector_bytes"]
+    # once compiled, the same content is served from memory, then from disk
+    assert tc.compile_program(launch.program, launch.grid, 90) is got
+    monkeypatch.setattr(tc, "_MEMO", {})
+    monkeypatch.setattr(tc, "_compile", lambda *a: pytest.fail("compiled twice for the same content"))
+    assert tc.compile_program(launch.program, launch.grid, 90) == got
+
+
+def test_simulator_uses_compiled_registers(monkeypatch):
+    _needs_same_triton()
+    _, rows = _recorded()
+    row = min((r for r in rows if r["kernel"] == "elementwise_fused"), key=lambda r: r["params"]["BLOCK"])
+    wl = kernels.build(row["kernel"], row["params"])
+    occ = cost.occupancy(wl.launches[0].program, load_gpu("h200"), wl.launches[0].grid, resources="compiled")
+    assert occ.resources == "compiled" and occ.registers_per_thread == row["registers_per_thread"]
+    assert occ.compiled.registers_per_thread == row["registers_per_thread"]
