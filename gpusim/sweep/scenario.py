@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from .. import __version__
+from ..backends.sim.cost import resources_mode
 from ..hardware import ConfigError, GPUConfig, load_gpu
 from ..provenance import git_revision
 from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
@@ -60,7 +61,8 @@ class Point:
 
     def key(self, config_hash: str) -> str:
         blob = json.dumps({"gpu": self.gpu, "kernel": self.kernel, "params": self.params, "check": self.check,
-                           "fidelity": self.fidelity, "config": config_hash, "version": __version__},
+                           "fidelity": self.fidelity, "config": config_hash, "version": __version__,
+                           "resources": resources_mode()},
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
-from ...hardware import GPUConfig
+from ...hardware import ConfigError, GPUConfig
 from . import registers
 
 KIB = 1024
@@ -140,8 +140,8 @@ RESOURCE_MODES = ("auto", "compiled", "estimated")
 def resources_mode(mode: str | None = None) -> str:
     """``mode``, else ``$GPUSIM_RESOURCES``, else auto (compiled when triton can compile here)."""
     m = mode or os.environ.get(RESOURCES_ENV) or "auto"
-    if m not in RESOURCE_MODES:
-        raise ValueError(f"{RESOURCES_ENV}={m!r}: allowed values are {', '.join(RESOURCE_MODES)}")
+    if m not in RESOURCE_MODES:   # a ConfigError: the command line prints it as one line, exit code 2
+        raise ConfigError(f"{RESOURCES_ENV}={m!r}: allowed values are {', '.join(RESOURCE_MODES)}")
     return m
 
 

@@ -186,11 +186,6 @@ def _ptxas_version(arch: int) -> str:
         return "unknown"
 
 
-def signature(program: ir.Program, arg_names) -> dict:
-    """Triton signature of a generated kernel: one typed pointer per tensor parameter, in order."""
-    return {a: POINTER_TYPE[t.dtype] for a, t in zip(arg_names, program.params)}
-
-
 def _jit_function(source: str, name: str):
     """A ``JITFunction`` for ``name`` in ``source`` even under TRITON_INTERPRET=1 (which makes
     ``@triton.jit`` return an interpreter object wrapping the same Python function)."""

@@ -126,3 +126,14 @@ def test_simulator_uses_compiled_registers(monkeypatch):
     occ = cost.occupancy(wl.launches[0].program, load_gpu("h200"), wl.launches[0].grid, resources="compiled")
     assert occ.resources == "compiled" and occ.registers_per_thread == row["registers_per_thread"]
     assert occ.compiled.registers_per_thread == row["registers_per_thread"]
+
+
+def test_results_say_which_resources_they_used(monkeypatch):
+    from gpusim.api import simulate
+    from gpusim.result import KERNEL_COLUMNS, METRIC_COLUMNS
+
+    monkeypatch.setenv("GPUSIM_RESOURCES", "estimated")
+    r = simulate("elementwise_fused", "h200", n=1 << 16, BLOCK=1024, check=False)
+    assert r.resources == "estimated" and r.row()["resources"] == "estimated"
+    assert all(k.row(0)["resources"] == "estimated" for k in r.kernels)
+    assert "resources" in METRIC_COLUMNS and "resources" in KERNEL_COLUMNS
