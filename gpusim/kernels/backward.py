@@ -1,0 +1,150 @@
+"""attention_flash_bwd: the FlashAttention-2 backward pass (Dao 2023, Algorithm 2), in three launches.
+
+Inputs are the forward's Q, K, V, O, the incoming gradient dO and the forward's logsumexp
+``L = log sum_j exp(S_ij)`` of the scaled scores ``S = Q K^T / sqrt(d)`` (what FlashAttention
+saves as ``softmax_lse``). Nothing of size N x N is stored; P is recomputed from Q, K and L.
+
+1. ``bwd_preprocess``: ``D_i = sum_d dO_id O_id`` (the row term of the softmax Jacobian).
+2. ``bwd_dkdv``: one CTA per KV block of ``BLOCK_N`` keys walks the query blocks and accumulates
+   ``dV = P^T dO`` and ``dK = dS^T Q / sqrt(d)`` with ``dS = P * (dO V^T - D)``.
+3. ``bwd_dq``: one CTA per query block of ``BLOCK_M`` rows walks the KV blocks and accumulates
+   ``dQ = dS K / sqrt(d)``. A separate launch, as in Triton's fused-attention tutorial, so that
+   dQ needs no atomic adds (FlashAttention-2 itself adds dQ atomically inside launch 2).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dsl import LOG2E, arange, cdiv, dot, exp2, load, loop, program_id, store, trace, trans, tsum, where, zeros
+from ..dsl.ir import Launch, TensorArg, Workload, emin
+
+PRE_BLOCK = 128     # rows per CTA of the preprocessing launch (Triton tutorial's PRE_BLOCK)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def bwd_preprocess_body(o, do, delta, *, BLOCK):
+    m, bh = program_id(0), program_id(1)
+    dp = _next_pow2(o.shape[2])
+    ot = load(o, (bh, m * BLOCK, 0), (BLOCK, dp)).to("fp32")
+    dot_ = load(do, (bh, m * BLOCK, 0), (BLOCK, dp)).to("fp32")
+    store(delta, (bh, m * BLOCK), tsum(ot * dot_, 1))
+
+
+def bwd_dkdv_body(q, k, v, do, lse, delta, dk, dv, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale):
+    n, bh = program_id(0), program_id(1)
+    n_ctx, d = q.shape[1], q.shape[2]
+    dp = _next_pow2(d)
+    qk_scale = sm_scale * LOG2E
+    kt = load(k, (bh, n * BLOCK_N, 0), (BLOCK_N, dp))
+    vt = load(v, (bh, n * BLOCK_N, 0), (BLOCK_N, dp))
+    keys = arange(n * BLOCK_N, BLOCK_N)
+    # causal: query blocks that end before this key block starts see none of it
+    start = ((n * BLOCK_N) // BLOCK_M) * BLOCK_M if causal else 0
+
+    def body(m, dk_acc, dv_acc):
+        qt = load(q, (bh, m, 0), (BLOCK_M, dp))
+        dot_ = load(do, (bh, m, 0), (BLOCK_M, dp))
+        l2 = load(lse, (bh, m), (BLOCK_M,)) * LOG2E
+        dl = load(delta, (bh, m), (BLOCK_M,))
+        rows = arange(m, BLOCK_M)
+        mask = rows[None, :] < n_ctx
+        if causal:
+            mask = mask & (rows[None, :] >= keys[:, None])
+        p_t = where(mask, exp2(dot(kt, trans(qt)) * qk_scale - l2[None, :]), 0.0)     # P^T, (BLOCK_N, BLOCK_M)
+        dv_acc = dot(p_t.to(q.dtype), dot_, dv_acc)
+        ds_t = p_t * (dot(vt, trans(dot_)) - dl[None, :])
+        return dot(ds_t.to(q.dtype), qt, dk_acc), dv_acc
+
+    init = (zeros((BLOCK_N, dp)), zeros((BLOCK_N, dp)))
+    dk_acc, dv_acc = loop(start, n_ctx, BLOCK_M, init, body, stages=num_stages)
+    store(dk, (bh, n * BLOCK_N, 0), dk_acc * sm_scale)
+    store(dv, (bh, n * BLOCK_N, 0), dv_acc)
+
+
+def bwd_dq_body(q, k, v, do, lse, delta, dq, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale):
+    m, bh = program_id(0), program_id(1)
+    n_ctx, d = q.shape[1], q.shape[2]
+    dp = _next_pow2(d)
+    qk_scale = sm_scale * LOG2E
+    qt = load(q, (bh, m * BLOCK_M, 0), (BLOCK_M, dp))
+    dot_ = load(do, (bh, m * BLOCK_M, 0), (BLOCK_M, dp))
+    l2 = load(lse, (bh, m * BLOCK_M), (BLOCK_M,)) * LOG2E
+    dl = load(delta, (bh, m * BLOCK_M), (BLOCK_M,))
+    rows = arange(m * BLOCK_M, BLOCK_M)
+    end = emin(n_ctx, (m + 1) * BLOCK_M) if causal else n_ctx
+
+    def body(n, dq_acc):
+        kt = load(k, (bh, n, 0), (BLOCK_N, dp))
+        vt = load(v, (bh, n, 0), (BLOCK_N, dp))
+        cols = arange(n, BLOCK_N)
+        mask = cols[None, :] < n_ctx
+        if causal:
+            mask = mask & (rows[:, None] >= cols[None, :])
+        p = where(mask, exp2(dot(qt, trans(kt)) * qk_scale - l2[:, None]), 0.0)
+        ds = p * (dot(dot_, trans(vt)) - dl[:, None])
+        return (dot(ds.to(q.dtype), kt, dq_acc),)
+
+    (dq_acc,) = loop(0, end, BLOCK_N, (zeros((BLOCK_M, dp)),), body, stages=num_stages)
+    store(dq, (bh, m * BLOCK_M, 0), dq_acc * sm_scale)
+
+
+def build_flash_bwd(p) -> Workload:
+    bh, n, d, dt = p["batch"] * p["heads"], p["seq_len"], p["head_dim"], p["dtype"]
+    t = {nm: TensorArg(nm, (bh, n, d), dt) for nm in ("q", "k", "v", "o", "do")}
+    t["lse"] = TensorArg("lse", (bh, n), "fp32")
+    t["delta"] = TensorArg("delta", (bh, n), "fp32")
+    t.update({nm: TensorArg(nm, (bh, n, d), dt) for nm in ("dq", "dk", "dv")})
+    bm, bn, nw = p["BLOCK_M"], p["BLOCK_N"], p["num_warps"]
+    tiles = dict(BLOCK_M=bm, BLOCK_N=bn, num_stages=p["num_stages"], causal=p["causal"], sm_scale=1.0 / math.sqrt(d))
+    pre = trace(bwd_preprocess_body, "bwd_preprocess", [t["o"], t["do"], t["delta"]], num_warps=nw, BLOCK=PRE_BLOCK)
+    dkdv_args = ("q", "k", "v", "do", "lse", "delta", "dk", "dv")
+    dkdv = trace(bwd_dkdv_body, "bwd_dkdv", [t[x] for x in dkdv_args], num_warps=nw, **tiles)
+    dq_args = ("q", "k", "v", "do", "lse", "delta", "dq")
+    dq = trace(bwd_dq_body, "bwd_dq", [t[x] for x in dq_args], num_warps=nw, **tiles)
+    launches = (Launch("bwd_preprocess", pre, (cdiv(n, PRE_BLOCK), bh), {x: x for x in ("o", "do", "delta")}),
+                Launch("bwd_dkdv", dkdv, (cdiv(n, bn), bh), {x: x for x in dkdv_args}),
+                Launch("bwd_dq", dq, (cdiv(n, bm), bh), {x: x for x in dq_args}))
+    return Workload("attention_flash_bwd", t, ("q", "k", "v", "o", "do", "lse"), ("dq", "dk", "dv"), launches, dict(p))
+
+
+# --------------------------------------------------------------------------- float64 reference and inputs
+def _probs(q, k, causal):
+    """(P, logsumexp) of softmax(q k^T / sqrt(d)) in float64."""
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[1]
+        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - mx)
+    tot = e.sum(axis=-1, keepdims=True)
+    return e / tot, (mx + np.log(tot))[..., 0]
+
+
+def flash_bwd_reference(inputs: dict, p: dict) -> dict:
+    """Exact gradients of sum(dO * softmax(Q K^T / sqrt(d)) V) from Q, K, V and dO alone (float64)."""
+    q, k, v, do = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v", "do"))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    prob, _ = _probs(q, k, p["causal"])
+    dv = np.swapaxes(prob, -1, -2) @ do
+    dprob = do @ np.swapaxes(v, -1, -2)
+    ds = prob * (dprob - (dprob * prob).sum(axis=-1, keepdims=True))
+    return {"dq": ds @ k * scale, "dk": np.swapaxes(ds, -1, -2) @ q * scale, "dv": dv}
+
+
+def flash_bwd_inputs(workload: Workload, seed: int = 0) -> dict:
+    """Random Q, K, V, dO and the O and L the forward pass computes from them (O rounded to its dtype)."""
+    from ..backends.numpy_exec import to_dtype
+
+    rng = np.random.default_rng(seed)
+    t = workload.tensors
+    out = {n: to_dtype(rng.standard_normal(t[n].shape), t[n].dtype) for n in ("q", "k", "v", "do")}
+    q, k, v = (out[n].astype(np.float64) for n in ("q", "k", "v"))
+    prob, lse = _probs(q, k, workload.params["causal"])
+    out["o"] = to_dtype(prob @ v, t["o"].dtype)
+    out["lse"] = lse.astype(np.float32)
+    return out
