@@ -19,17 +19,14 @@ import numpy as np
 
 from ..dsl import LOG2E, arange, cdiv, dot, exp2, load, loop, program_id, store, trace, trans, tsum, where, zeros
 from ..dsl.ir import Launch, TensorArg, Workload, emin
+from .spec import COMMON, POW2, Param, kernel, next_pow2, register_kernel
 
 PRE_BLOCK = 128     # rows per CTA of the preprocessing launch (Triton tutorial's PRE_BLOCK)
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
 def bwd_preprocess_body(o, do, delta, *, BLOCK):
     m, bh = program_id(0), program_id(1)
-    dp = _next_pow2(o.shape[2])
+    dp = next_pow2(o.shape[2])
     ot = load(o, (bh, m * BLOCK, 0), (BLOCK, dp)).to("fp32")
     dot_ = load(do, (bh, m * BLOCK, 0), (BLOCK, dp)).to("fp32")
     store(delta, (bh, m * BLOCK), tsum(ot * dot_, 1))
@@ -38,7 +35,7 @@ def bwd_preprocess_body(o, do, delta, *, BLOCK):
 def bwd_dkdv_body(q, k, v, do, lse, delta, dk, dv, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale):
     n, bh = program_id(0), program_id(1)
     n_ctx, d = q.shape[1], q.shape[2]
-    dp = _next_pow2(d)
+    dp = next_pow2(d)
     qk_scale = sm_scale * LOG2E
     kt = load(k, (bh, n * BLOCK_N, 0), (BLOCK_N, dp))
     vt = load(v, (bh, n * BLOCK_N, 0), (BLOCK_N, dp))
@@ -69,7 +66,7 @@ def bwd_dkdv_body(q, k, v, do, lse, delta, dk, dv, *, BLOCK_M, BLOCK_N, num_stag
 def bwd_dq_body(q, k, v, do, lse, delta, dq, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale):
     m, bh = program_id(0), program_id(1)
     n_ctx, d = q.shape[1], q.shape[2]
-    dp = _next_pow2(d)
+    dp = next_pow2(d)
     qk_scale = sm_scale * LOG2E
     qt = load(q, (bh, m * BLOCK_M, 0), (BLOCK_M, dp))
     dot_ = load(do, (bh, m * BLOCK_M, 0), (BLOCK_M, dp))
@@ -91,25 +88,6 @@ def bwd_dq_body(q, k, v, do, lse, delta, dq, *, BLOCK_M, BLOCK_N, num_stages, ca
 
     (dq_acc,) = loop(0, end, BLOCK_N, (zeros((BLOCK_M, dp)),), body, stages=num_stages)
     store(dq, (bh, m * BLOCK_M, 0), dq_acc * sm_scale)
-
-
-def build_flash_bwd(p) -> Workload:
-    bh, n, d, dt = p["batch"] * p["heads"], p["seq_len"], p["head_dim"], p["dtype"]
-    t = {nm: TensorArg(nm, (bh, n, d), dt) for nm in ("q", "k", "v", "o", "do")}
-    t["lse"] = TensorArg("lse", (bh, n), "fp32")
-    t["delta"] = TensorArg("delta", (bh, n), "fp32")
-    t.update({nm: TensorArg(nm, (bh, n, d), dt) for nm in ("dq", "dk", "dv")})
-    bm, bn, nw = p["BLOCK_M"], p["BLOCK_N"], p["num_warps"]
-    tiles = dict(BLOCK_M=bm, BLOCK_N=bn, num_stages=p["num_stages"], causal=p["causal"], sm_scale=1.0 / math.sqrt(d))
-    pre = trace(bwd_preprocess_body, "bwd_preprocess", [t["o"], t["do"], t["delta"]], num_warps=nw, BLOCK=PRE_BLOCK)
-    dkdv_args = ("q", "k", "v", "do", "lse", "delta", "dk", "dv")
-    dkdv = trace(bwd_dkdv_body, "bwd_dkdv", [t[x] for x in dkdv_args], num_warps=nw, **tiles)
-    dq_args = ("q", "k", "v", "do", "lse", "delta", "dq")
-    dq = trace(bwd_dq_body, "bwd_dq", [t[x] for x in dq_args], num_warps=nw, **tiles)
-    launches = (Launch("bwd_preprocess", pre, (cdiv(n, PRE_BLOCK), bh), {x: x for x in ("o", "do", "delta")}),
-                Launch("bwd_dkdv", dkdv, (cdiv(n, bn), bh), {x: x for x in dkdv_args}),
-                Launch("bwd_dq", dq, (cdiv(n, bm), bh), {x: x for x in dq_args}))
-    return Workload("attention_flash_bwd", t, ("q", "k", "v", "o", "do", "lse"), ("dq", "dk", "dv"), launches, dict(p))
 
 
 # --------------------------------------------------------------------------- float64 reference and inputs
@@ -148,3 +126,47 @@ def flash_bwd_inputs(workload: Workload, seed: int = 0) -> dict:
     out["o"] = to_dtype(prob @ v, t["o"].dtype)
     out["lse"] = lse.astype(np.float32)
     return out
+
+
+def flash_bwd_given_forward(x: dict, p: dict) -> dict:
+    """The backward pass as FlashAttention defines it from the saved O and L (float64):
+    P = exp(S - L), D = rowsum(dO * O), dS = P * (dO V^T - D). When O and L are the forward's
+    (``flash_bwd_inputs``) this is the exact gradient ``flash_bwd_reference``; with unrelated O and
+    L (the generic random inputs of a check) it is still what the kernel must compute."""
+    q, k, v, o, do, lse = (x[n] for n in ("q", "k", "v", "o", "do", "lse"))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    prob = np.exp(s - lse[..., None])
+    if p["causal"]:
+        prob = np.tril(prob)
+    ds = prob * (do @ np.swapaxes(v, -1, -2) - (do * o).sum(axis=-1, keepdims=True))
+    return {"dq": ds @ k * scale, "dk": np.swapaxes(ds, -1, -2) @ q * scale, "dv": np.swapaxes(prob, -1, -2) @ do}
+
+
+@register_kernel
+@kernel(name="attention_flash_bwd", help="FlashAttention-2 backward: preprocess D, then dK/dV per KV block and dQ per "
+                                          "query block (no atomics)",
+        reference=flash_bwd_given_forward,
+        params=(Param("batch", int, 4, "batch size"), Param("heads", int, 16, "attention heads"),
+                Param("seq_len", int, 4096, "sequence length N"), Param("head_dim", int, 64, "head dimension d"),
+                Param("causal", bool, False, "causal mask; skips fully masked tiles", positive=False),
+                Param("BLOCK_M", int, 64, "query rows per tile (the dQ launch keeps one on chip)", POW2),
+                Param("BLOCK_N", int, 64, "key rows per tile (the dK/dV launch keeps one on chip)", POW2),
+                Param("num_stages", int, 2, "software-pipelining depth", (1, 2, 3, 4, 5))) + COMMON)
+def attention_flash_bwd(p) -> Workload:
+    bh, n, d, dt = p["batch"] * p["heads"], p["seq_len"], p["head_dim"], p["dtype"]
+    t = {nm: TensorArg(nm, (bh, n, d), dt) for nm in ("q", "k", "v", "o", "do")}
+    t["lse"] = TensorArg("lse", (bh, n), "fp32")
+    t["delta"] = TensorArg("delta", (bh, n), "fp32")
+    t.update({nm: TensorArg(nm, (bh, n, d), dt) for nm in ("dq", "dk", "dv")})
+    bm, bn, nw = p["BLOCK_M"], p["BLOCK_N"], p["num_warps"]
+    tiles = dict(BLOCK_M=bm, BLOCK_N=bn, num_stages=p["num_stages"], causal=p["causal"], sm_scale=1.0 / math.sqrt(d))
+    pre = trace(bwd_preprocess_body, "bwd_preprocess", [t["o"], t["do"], t["delta"]], num_warps=nw, BLOCK=PRE_BLOCK)
+    dkdv_args = ("q", "k", "v", "do", "lse", "delta", "dk", "dv")
+    dkdv = trace(bwd_dkdv_body, "bwd_dkdv", [t[x] for x in dkdv_args], num_warps=nw, **tiles)
+    dq_args = ("q", "k", "v", "do", "lse", "delta", "dq")
+    dq = trace(bwd_dq_body, "bwd_dq", [t[x] for x in dq_args], num_warps=nw, **tiles)
+    launches = (Launch("bwd_preprocess", pre, (cdiv(n, PRE_BLOCK), bh), {x: x for x in ("o", "do", "delta")}),
+                Launch("bwd_dkdv", dkdv, (cdiv(n, bn), bh), {x: x for x in dkdv_args}),
+                Launch("bwd_dq", dq, (cdiv(n, bm), bh), {x: x for x in dq_args}))
+    return Workload("attention_flash_bwd", t, ("q", "k", "v", "o", "do", "lse"), ("dq", "dk", "dv"), launches, dict(p))

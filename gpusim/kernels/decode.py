@@ -21,11 +21,7 @@ import numpy as np
 from ..dsl import LOG2E, arange, cdiv, dot, exp2, full, load, log, loop, maximum, program_id, store, tmax, trace, trans, \
     tsum, where, zeros
 from ..dsl.ir import Launch, TensorArg, Workload, emin
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
-
+from .spec import COMMON, POW2, Param, kernel, next_pow2, register_kernel
 
 MAX_BLOCK_M = 128   # packed query rows per CTA; more rows take more CTAs (grid axis 2)
 
@@ -34,7 +30,7 @@ def decode_split_body(q, k, v, o_part, lse, *, BLOCK_M, BLOCK_N, num_stages, chu
     """Partial attention of one query tile over one chunk of the KV cache."""
     split, bkv, mb = program_id(0), program_id(1), program_id(2)
     kv_len, d = k.shape[1], k.shape[2]
-    dp = _next_pow2(d)
+    dp = next_pow2(d)
     qk_scale = sm_scale * LOG2E
     qt = load(q, (bkv, mb * BLOCK_M, 0), (BLOCK_M, dp))
     rows = arange(mb * BLOCK_M, BLOCK_M)
@@ -66,7 +62,7 @@ def decode_combine_body(o_part, lse, o, *, BLOCK_M, SPLITS):
     """o = sum_s exp2(lse_s - lse) o_s with lse = log2 sum_s exp2(lse_s)."""
     bkv, mb = program_id(0), program_id(1)
     n_splits, d = o_part.shape[1], o_part.shape[3]
-    dp = _next_pow2(d)
+    dp = next_pow2(d)
     ls = load(lse, (bkv, 0, mb * BLOCK_M), (SPLITS, BLOCK_M), other=-math.inf)
     m = tmax(ls, 0)
     total = m + log(tsum(exp2(ls - m[None, :]), 0)) * LOG2E
@@ -89,18 +85,45 @@ def split_plan(kv_len: int, num_splits: int, block_n: int) -> tuple:
 def kv_groups(p) -> tuple:
     """(kv_heads, group): KV heads (0 means one per query head) and query heads per KV head."""
     kvh = p["kv_heads"] or p["heads"]
-    if p["heads"] % kvh:
+    if kvh < 0 or p["heads"] % kvh:
         raise ValueError(f"heads ({p['heads']}) must be a multiple of kv_heads ({kvh})")
     return kvh, p["heads"] // kvh
 
 
-def build_decode(p) -> Workload:
+def decode_reference(x: dict, p: dict) -> dict:
+    """float64 softmax(q k^T / sqrt(d)) v per packed row, with the decode causal mask."""
+    q, k, v = x["q"], x["k"], x["v"]
+    kv_len, d, q_len = k.shape[1], k.shape[2], p["q_len"]
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
+    if p["causal"]:
+        j = np.arange(q.shape[1]) % q_len
+        visible = np.arange(kv_len)[None, :] <= (kv_len - q_len + j)[:, None]
+        s = np.where(visible, s, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return {"o": (e / e.sum(axis=-1, keepdims=True)) @ v}
+
+
+@register_kernel
+@kernel(name="attention_decode", help="flash-decoding: KV cache split over num_splits CTAs, then a combine launch",
+        reference=decode_reference,
+        params=(Param("batch", int, 8, "batch size"), Param("heads", int, 32, "query heads"),
+                Param("kv_heads", int, 0, "KV heads (GQA/MQA: heads / kv_heads query heads share one); 0: heads",
+                      positive=False),
+                Param("q_len", int, 1, "new query tokens per sequence (1..16; > 1 when speculating)",
+                      tuple(range(1, 17))),
+                Param("kv_len", int, 8192, "tokens in the KV cache, the new ones included"),
+                Param("head_dim", int, 128, "head dimension d"),
+                Param("causal", bool, True, "new token j sees the cache up to kv_len - q_len + j", positive=False),
+                Param("num_splits", int, 16, "CTAs the KV sequence is split over, per (batch, KV head)"),
+                Param("BLOCK_N", int, 64, "KV rows per loop iteration", POW2),
+                Param("num_stages", int, 2, "software-pipelining depth", (1, 2, 3, 4, 5))) + COMMON)
+def attention_decode(p) -> Workload:
     kvh, group = kv_groups(p)
     if p["q_len"] > p["kv_len"]:
         raise ValueError(f"q_len ({p['q_len']}) cannot exceed kv_len ({p['kv_len']}): the new tokens are in the cache")
     bkv, rows, d, dt = p["batch"] * kvh, group * p["q_len"], p["head_dim"], p["dtype"]
     chunk, splits = split_plan(p["kv_len"], p["num_splits"], p["BLOCK_N"])
-    bm = min(MAX_BLOCK_M, max(16, _next_pow2(rows)))     # tl.dot needs at least 16 rows
+    bm = min(MAX_BLOCK_M, max(16, next_pow2(rows)))     # tl.dot needs at least 16 rows
     t = {"q": TensorArg("q", (bkv, rows, d), dt),
          "k": TensorArg("k", (bkv, p["kv_len"], d), dt),
          "v": TensorArg("v", (bkv, p["kv_len"], d), dt),
@@ -111,21 +134,8 @@ def build_decode(p) -> Workload:
                   num_warps=p["num_warps"], BLOCK_M=bm, BLOCK_N=p["BLOCK_N"], num_stages=p["num_stages"],
                   chunk=chunk, q_len=p["q_len"], causal=p["causal"], sm_scale=1.0 / math.sqrt(d))
     combine = trace(decode_combine_body, "decode_combine", [t[n] for n in ("o_part", "lse", "o")],
-                    num_warps=p["num_warps"], BLOCK_M=bm, SPLITS=_next_pow2(splits))
+                    num_warps=p["num_warps"], BLOCK_M=bm, SPLITS=next_pow2(splits))
     mblocks = cdiv(rows, bm)
     launches = (Launch("decode_split", split, (splits, bkv, mblocks), {n: n for n in ("q", "k", "v", "o_part", "lse")}),
                 Launch("decode_combine", combine, (bkv, mblocks), {n: n for n in ("o_part", "lse", "o")}))
     return Workload("attention_decode", t, ("q", "k", "v"), ("o",), launches, dict(p))
-
-
-def decode_reference(inputs: dict, p: dict) -> dict:
-    """float64 softmax(q k^T / sqrt(d)) v per packed row, with the decode causal mask."""
-    q, k, v = (np.asarray(inputs[n], dtype=np.float64) for n in ("q", "k", "v"))
-    kv_len, d, q_len = k.shape[1], k.shape[2], p["q_len"]
-    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(d)
-    if p["causal"]:
-        j = np.arange(q.shape[1]) % q_len
-        visible = np.arange(kv_len)[None, :] <= (kv_len - q_len + j)[:, None]
-        s = np.where(visible, s, -np.inf)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return {"o": (e / e.sum(axis=-1, keepdims=True)) @ v}

@@ -15,6 +15,12 @@ import numpy as np
 
 from ..dsl import LOG2E, arange, exp2, full, load, loop, maximum, program_id, sqrt, store, tmax, trace, tsum, where, zeros
 from ..dsl.ir import Launch, TensorArg, Workload
+from .spec import COMMON, Param, kernel, next_pow2, register_kernel
+
+# A row held in one tile costs BLOCK / (32 num_warps) fp32 registers per thread per live copy; the
+# one-tile path keeps about three copies (the row, its exponentials or centred values, the output),
+# so 64 per copy (192 of a thread's 255) is the widest row a CTA holds without spilling.
+ROW_REGS_PER_THREAD = 64
 
 
 # --------------------------------------------------------------------------- softmax
@@ -105,27 +111,23 @@ def rmsnorm_body(x, w, y, *, BLOCK, num_stages, eps):
 
 
 # --------------------------------------------------------------------------- workloads
+def row_block(p) -> int:
+    """The tile width: BLOCK when given, else the whole row (next power of two) when it fits in
+    registers, else the widest tile that does (then the row is streamed in several passes)."""
+    if p["BLOCK"]:
+        return p["BLOCK"]
+    return min(next_pow2(p["cols"]), 32 * p["num_warps"] * ROW_REGS_PER_THREAD)
+
+
 def _rows_workload(name, body, p, vectors, **consts):
     rows, cols, dt = p["rows"], p["cols"], p["dtype"]
     t = {"x": TensorArg("x", (rows, cols), dt)}
     t.update({nm: TensorArg(nm, (cols,), dt) for nm in vectors})
     t["y"] = TensorArg("y", (rows, cols), dt)
-    prog = trace(body, name, list(t.values()), num_warps=p["num_warps"], BLOCK=p["BLOCK"],
+    prog = trace(body, name, list(t.values()), num_warps=p["num_warps"], BLOCK=row_block(p),
                  num_stages=p["num_stages"], **consts)
     launch = Launch(name, prog, (rows,), {nm: nm for nm in t})
     return Workload(name, t, ("x",) + tuple(vectors), ("y",), (launch,), dict(p))
-
-
-def build_softmax(p) -> Workload:
-    return _rows_workload("softmax", softmax_rows_body, p, ())
-
-
-def build_layernorm(p) -> Workload:
-    return _rows_workload("layernorm", layernorm_body, p, ("w", "b"), eps=float(p["eps"]))
-
-
-def build_rmsnorm(p) -> Workload:
-    return _rows_workload("rmsnorm", rmsnorm_body, p, ("w",), eps=float(p["eps"]))
 
 
 # --------------------------------------------------------------------------- float64 references
@@ -144,3 +146,31 @@ def layernorm_reference(inputs: dict, p: dict) -> dict:
 def rmsnorm_reference(inputs: dict, p: dict) -> dict:
     x, w = (np.asarray(inputs[k], dtype=np.float64) for k in ("x", "w"))
     return {"y": x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + p["eps"]) * w}
+
+
+ROWS = (Param("rows", int, 4096, "rows (one CTA each)"), Param("cols", int, 4096, "columns (the reduced axis)"),
+        Param("BLOCK", int, 0, "columns per tile; 0: the whole row when it fits in registers, else streamed",
+              (0,) + tuple(2 ** i for i in range(4, 17)), positive=False),
+        Param("num_stages", int, 2, "software-pipelining depth of the streamed passes", (1, 2, 3, 4, 5)))
+EPS = (Param("eps", float, 1e-5, "added to the variance (layernorm) or mean square (rmsnorm) under the root"),)
+
+
+@register_kernel
+@kernel(name="softmax", help="row softmax, one CTA per row (one HBM read when the row fits in a tile, else two)",
+        reference=softmax_reference, params=ROWS + COMMON)
+def softmax(p) -> Workload:
+    return _rows_workload("softmax", softmax_rows_body, p, ())
+
+
+@register_kernel
+@kernel(name="layernorm", help="layer norm with weight and bias, one CTA per row (three passes when streamed)",
+        reference=layernorm_reference, params=ROWS + EPS + COMMON)
+def layernorm(p) -> Workload:
+    return _rows_workload("layernorm", layernorm_body, p, ("w", "b"), eps=p["eps"])
+
+
+@register_kernel
+@kernel(name="rmsnorm", help="RMS norm with weight, one CTA per row (two passes when streamed)",
+        reference=rmsnorm_reference, params=ROWS + EPS + COMMON)
+def rmsnorm(p) -> Workload:
+    return _rows_workload("rmsnorm", rmsnorm_body, p, ("w",), eps=p["eps"])
