@@ -63,11 +63,21 @@ def test_flash_bwd(p):
     _check(w, x, flash_bwd_reference({k: v.astype(np.float64) for k, v in x.items()}, w.params))
 
 
+@pytest.mark.parametrize("p", [dict(kv_heads=2, window=0, causal=True), dict(kv_heads=1, window=24, causal=True),
+                               dict(kv_heads=4, window=40, causal=False)], ids=["gqa", "mqa-local", "window-both-sides"])
+def test_flash_gqa_window(p):
+    w = build("attention_flash", dict(p, batch=1, heads=4, seq_len=100, head_dim=32, BLOCK_M=32, BLOCK_N=16))
+    x = ne.random_inputs(w, 5)
+    _check(w, x, ne.reference(w, x))
+
+
 def test_largest_tiles_lower_and_compile():
     """The validation scenarios' largest tiles produce Triton source that Python compiles."""
     for kernel, p in [("attention_decode", dict(kv_len=131072, num_splits=64, heads=64, kv_heads=8, q_len=16,
                                                 BLOCK_N=128)),
                       ("attention_flash_bwd", dict(seq_len=8192, head_dim=128, BLOCK_M=128, BLOCK_N=128, causal=True)),
+                      ("attention_flash", dict(seq_len=16384, head_dim=128, heads=32, kv_heads=8, window=4096,
+                                               causal=True, BLOCK_M=128, BLOCK_N=64)),
                       ("softmax", dict(rows=8192, cols=65536, num_warps=8)),
                       ("layernorm", dict(rows=8192, cols=65536, num_warps=8)),
                       ("rmsnorm", dict(rows=8192, cols=16384, num_warps=8))]:
