@@ -8,7 +8,7 @@ import numpy as np
 
 from ..dsl import (LOG2E, arange, cdiv, dot, exp2, full, load, loop, maximum, program_id, store, tmax, trace, trans,
                    tsum, where, zeros)
-from ..dsl.ir import Launch, TensorArg, Workload, emin
+from ..dsl.ir import Launch, TensorArg, Workload, emax, emin
 from .spec import COMMON, POW2, Param, kernel, next_pow2, register_kernel
 
 ATTN_SHAPE = (Param("batch", int, 4, "batch size"), Param("heads", int, 16, "attention heads"),
@@ -16,12 +16,22 @@ ATTN_SHAPE = (Param("batch", int, 4, "batch size"), Param("heads", int, 16, "att
 
 
 def attention_reference(x, p):
-    """softmax(Q K^T / sqrt(d)) V in float64 (lower-triangular mask when ``p['causal']``)."""
+    """softmax(Q K^T / sqrt(d)) V in float64: lower-triangular mask when ``p['causal']``, keys within
+    ``p['window']`` positions of the query when it is set, and each K/V head shared by
+    ``heads / kv_heads`` consecutive query heads."""
     q, k, v = x["q"], x["k"], x["v"]
+    group = q.shape[0] // k.shape[0]
+    if group > 1:
+        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
     s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    n = q.shape[1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    visible = np.ones((n, n), dtype=bool)
     if p.get("causal"):
-        n = q.shape[1]
-        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+        visible &= j <= i
+    if p.get("window"):
+        visible &= np.abs(i - j) < p["window"]
+    s = np.where(visible, s, -np.inf)
     s = s - s.max(axis=-1, keepdims=True)
     e = np.exp(s)
     return {"o": (e / e.sum(axis=-1, keepdims=True)) @ v}
@@ -45,34 +55,50 @@ def softmax_body(s, p, *, BLOCK_C):
     store(p, (bh, row, 0), e / tsum(e, 1)[:, None])
 
 
-def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale):
-    """FlashAttention forward: one CTA per (query block, batch*head), online softmax over key blocks."""
+def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale, group=1, window=0):
+    """FlashAttention forward: one CTA per (query block, batch*head), online softmax over key blocks.
+
+    ``group`` query heads share one K/V head (GQA/MQA; K and V hold batch*kv_heads heads).
+    ``window`` > 0 keeps keys fewer than ``window`` positions from the query (only earlier ones
+    when causal); the loop visits only the key blocks that meet that band."""
     m, bh = program_id(0), program_id(1)
+    kvh = bh // group if group > 1 else bh
     n_ctx, d = q.shape[1], q.shape[2]
     dp = next_pow2(d)
     qk_scale = sm_scale * LOG2E
     qt = load(q, (bh, m * BLOCK_M, 0), (BLOCK_M, dp))
     rows = arange(m * BLOCK_M, BLOCK_M)
+    start = 0
     end = emin(n_ctx, (m + 1) * BLOCK_M) if causal else n_ctx
+    if window:
+        start = (emax(0, m * BLOCK_M - (window - 1)) // BLOCK_N) * BLOCK_N
+        if not causal:
+            end = emin(n_ctx, (m + 1) * BLOCK_M + (window - 1))
 
     def body(n, acc, m_i, l_i):
-        kt = load(k, (bh, n, 0), (BLOCK_N, dp))
+        kt = load(k, (kvh, n, 0), (BLOCK_N, dp))
         s = dot(qt, trans(kt)) * qk_scale
         cols = arange(n, BLOCK_N)
         mask = cols[None, :] < n_ctx
         if causal:
             mask = mask & (rows[:, None] >= cols[None, :])
+        if window:
+            mask = mask & (rows[:, None] - cols[None, :] < window)
+            if not causal:
+                mask = mask & (cols[None, :] - rows[:, None] < window)
         s = where(mask, s, -math.inf)
         m_new = maximum(m_i, tmax(s, 1))
-        p = exp2(s - m_new[:, None])
-        alpha = exp2(m_i - m_new)
+        # with a window a row can see nothing in a whole key block: keep it at 0, not NaN
+        m_sub = where(m_new > -math.inf, m_new, 0.0) if window else m_new
+        p = exp2(s - m_sub[:, None])
+        alpha = exp2(m_i - m_sub)
         l_new = l_i * alpha + tsum(p, 1)
-        vt = load(v, (bh, n, 0), (BLOCK_N, dp))
+        vt = load(v, (kvh, n, 0), (BLOCK_N, dp))
         acc = dot(p.to(q.dtype), vt, acc * alpha[:, None])
         return acc, m_new, l_new
 
     init = (zeros((BLOCK_M, dp)), full((BLOCK_M,), -math.inf), zeros((BLOCK_M,)))
-    acc, m_i, l_i = loop(0, end, BLOCK_N, init, body, stages=num_stages)
+    acc, m_i, l_i = loop(start, end, BLOCK_N, init, body, stages=num_stages)
     store(o, (bh, m * BLOCK_M, 0), acc / l_i[:, None])
 
 
@@ -126,13 +152,30 @@ SCALE_TILE = dict(BLOCK_R=32, BLOCK_C=128)
         params=ATTN_SHAPE + (Param("causal", bool, False, "causal mask; skips fully masked tiles", positive=False),
                              Param("BLOCK_M", int, 128, "query rows per CTA", POW2),
                              Param("BLOCK_N", int, 64, "key rows per loop iteration", POW2),
-                             Param("num_stages", int, 2, "software-pipelining depth", (1, 2, 3, 4, 5))) + COMMON)
+                             Param("num_stages", int, 2, "software-pipelining depth", (1, 2, 3, 4, 5)),
+                             Param("kv_heads", int, 0, "K/V heads, each shared by heads / kv_heads query heads "
+                                                       "(GQA; 1: MQA); 0: heads", positive=False),
+                             Param("window", int, 0, "sliding window: keys fewer than this many positions from the "
+                                                     "query (earlier ones only when causal); 0: off",
+                                   positive=False)) + COMMON)
 def attention_flash(p) -> Workload:
     t = attention_tensors(p)
     bm, bn, n = p["BLOCK_M"], p["BLOCK_N"], p["seq_len"]
+    kvh = p["kv_heads"] or p["heads"]
+    if kvh < 0 or p["heads"] % kvh:
+        raise ValueError(f"kv_heads must divide heads ({p['heads']}), got {p['kv_heads']}")
+    if p["window"] < 0:
+        raise ValueError(f"window must be 0 (off) or a positive number of keys, got {p['window']}")
+    extra = {}          # only what differs from plain attention, so its IR and Triton source stay as they were
+    if kvh != p["heads"]:
+        extra["group"] = p["heads"] // kvh
+        for nm in ("k", "v"):
+            t[nm] = TensorArg(nm, (p["batch"] * kvh, n, p["head_dim"]), p["dtype"])
+    if p["window"]:
+        extra["window"] = p["window"]
     prog = trace(flash_body, "attention_flash", [t["q"], t["k"], t["v"], t["o"]], num_warps=p["num_warps"],
                  BLOCK_M=bm, BLOCK_N=bn, num_stages=p["num_stages"], causal=p["causal"],
-                 sm_scale=1.0 / math.sqrt(p["head_dim"]))
+                 sm_scale=1.0 / math.sqrt(p["head_dim"]), **extra)
     grid = (cdiv(n, bm), p["batch"] * p["heads"])
     launch = Launch("flash", prog, grid, {x: x for x in ("q", "k", "v", "o")})
     return Workload("attention_flash", t, ("q", "k", "v"), ("o",), (launch,), dict(p))
