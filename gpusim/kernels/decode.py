@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..dsl import LOG2E, arange, cdiv, dot, exp2, full, load, log, loop, maximum, program_id, store, tmax, trace, trans, \
+from ..dsl import LOG2E, arange, cdiv, dot, exp2, full, load, log2, loop, maximum, program_id, store, tmax, trace, trans, \
     tsum, where, zeros
 from ..dsl.ir import Launch, TensorArg, Workload, emin
 from .spec import COMMON, POW2, Param, kernel, next_pow2, register_kernel
@@ -55,7 +55,7 @@ def decode_split_body(q, k, v, o_part, lse, *, BLOCK_M, BLOCK_N, num_stages, chu
     acc, m_i, l_i = loop(split * chunk, emin(kv_len, (split + 1) * chunk), BLOCK_N, init, body, stages=num_stages)
     o = acc / where(l_i > 0.0, l_i, 1.0)[:, None]
     store(o_part, (bkv, split, mb * BLOCK_M, 0), o)
-    store(lse, (bkv, split, mb * BLOCK_M), m_i + log(l_i) * LOG2E)
+    store(lse, (bkv, split, mb * BLOCK_M), m_i + log2(l_i))
 
 
 def decode_combine_body(o_part, lse, o, *, BLOCK_M, SPLITS):
@@ -65,7 +65,7 @@ def decode_combine_body(o_part, lse, o, *, BLOCK_M, SPLITS):
     dp = next_pow2(d)
     ls = load(lse, (bkv, 0, mb * BLOCK_M), (SPLITS, BLOCK_M), other=-math.inf)
     m = tmax(ls, 0)
-    total = m + log(tsum(exp2(ls - m[None, :]), 0)) * LOG2E
+    total = m + log2(tsum(exp2(ls - m[None, :]), 0))
 
     def body(s, acc):
         o_s = load(o_part, (bkv, s, mb * BLOCK_M, 0), (BLOCK_M, dp))

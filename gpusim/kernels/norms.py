@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..dsl import LOG2E, arange, exp2, full, load, loop, maximum, program_id, sqrt, store, tmax, trace, tsum, where, zeros
+from ..dsl import LOG2E, arange, exp2, full, load, loop, maximum, program_id, rsqrt, store, tmax, trace, tsum, where, zeros
 from ..dsl.ir import Launch, TensorArg, Workload
 from .spec import COMMON, Param, kernel, next_pow2, register_kernel
 
@@ -70,7 +70,7 @@ def layernorm_body(x, w, b, y, *, BLOCK, num_stages, eps):
         t = load(x, (row, 0), (BLOCK,)).to("fp32")
         mean = tsum(t, 0) * (1.0 / n)
         xc = where(arange(0, BLOCK) < n, t - mean, 0.0)
-        rstd = 1.0 / sqrt(tsum(xc * xc, 0) * (1.0 / n) + eps)
+        rstd = rsqrt(tsum(xc * xc, 0) * (1.0 / n) + eps)
         wt, bt = load(w, (0,), (BLOCK,)), load(b, (0,), (BLOCK,))
         store(y, (row, 0), xc * rstd * wt + bt)
         return
@@ -80,7 +80,7 @@ def layernorm_body(x, w, b, y, *, BLOCK, num_stages, eps):
         d = where(ok, t - mean, 0.0)
         return d * d
 
-    rstd = 1.0 / sqrt(_row_sum(x, row, n, BLOCK, num_stages, centred_sq) * (1.0 / n) + eps)
+    rstd = rsqrt(_row_sum(x, row, n, BLOCK, num_stages, centred_sq) * (1.0 / n) + eps)
 
     def normalise(i):
         t = load(x, (row, i), (BLOCK,)).to("fp32")
@@ -97,10 +97,10 @@ def rmsnorm_body(x, w, y, *, BLOCK, num_stages, eps):
     n = x.shape[1]
     if BLOCK >= n:
         t = load(x, (row, 0), (BLOCK,)).to("fp32")
-        rstd = 1.0 / sqrt(tsum(t * t, 0) * (1.0 / n) + eps)
+        rstd = rsqrt(tsum(t * t, 0) * (1.0 / n) + eps)
         store(y, (row, 0), t * rstd * load(w, (0,), (BLOCK,)))
         return
-    rstd = 1.0 / sqrt(_row_sum(x, row, n, BLOCK, num_stages, lambda t, ok: t * t) * (1.0 / n) + eps)
+    rstd = rsqrt(_row_sum(x, row, n, BLOCK, num_stages, lambda t, ok: t * t) * (1.0 / n) + eps)
 
     def normalise(i):
         t = load(x, (row, i), (BLOCK,)).to("fp32")
