@@ -147,7 +147,7 @@ def figure(res: dict) -> None:
     from matplotlib.figure import Figure
 
     bh, n = SHAPE["batch"] * SHAPE["heads"], SHAPE["seq_len"]
-    fig = Figure(figsize=(10, 4.2), dpi=110, layout="constrained")
+    fig = Figure(figsize=(10, 5.2), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax, ax2 = fig.subplots(1, 2)
     colors = {64: "tab:blue", 128: "tab:orange"}
@@ -175,11 +175,11 @@ def figure(res: dict) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("bytes moved (GB)")
     ax.set_title("traffic: Theta(N²d²/M) lands on the L2, not on HBM")
-    ax.legend(fontsize=6.5, loc="lower left", ncol=2)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     ax2.set_ylabel("simulated time (ms)")
     ax2.set_title(f"time, B{SHAPE['batch']} H{SHAPE['heads']} N{n} on {GPU} (dashed: its 228 KiB)")
     ax2.set_ylim(bottom=0)
-    ax2.legend(fontsize=6.5)
+    ax2.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     fig.savefig(FIG_DIR / "io_complexity.png")
     print(f"figure: `docs/figures/io_complexity.png`\n")
