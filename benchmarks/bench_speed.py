@@ -1,39 +1,89 @@
-"""Simulator speed: the issue's reference case and the cost of sampling.
+"""Simulator speed (issue 10): the two reference points, a 1,000-point sweep, and fast vs full.
 
-    python benchmarks/bench_speed.py            # fast (sampled) simulation of the big case
-    python benchmarks/bench_speed.py --compare  # also fast vs full on a mid-size case
+    taskset -c 0 python benchmarks/bench_speed.py              # the two reference points, one core
+    python benchmarks/bench_speed.py --sweep                   # + a 1,000-point sweep with --jobs 2
+    taskset -c 0 python benchmarks/bench_speed.py --compare    # + fast vs full on the tests' cases
 
-Run it pinned to one core (taskset -c 0) to reproduce the one-core figure.
+Each point is simulated once to warm up (numba's cached L2 kernel, the config) and then timed in
+this process; the times printed are wall seconds (``Result.sim_wall_s``) and CPU seconds.
+Targets from the issue: attention_flash b8 h32 n16384 d128 on h100 <= 1 s, matmul 4096^3 (128x128x64
+tiles, 3 stages, 8 warps) on h200 <= 0.5 s, the sweep <= 60 s with --jobs 2, fast within 2% of full.
 """
 import argparse
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import gpusim
 
+POINTS = {
+    "attention_flash b8 h32 n16384 d128 on h100": dict(
+        kernel="attention_flash", gpu="h100", batch=8, heads=32, seq_len=16384, head_dim=128, check=False),
+    "matmul 4096^3 128x128x64 s3 w8 on h200": dict(
+        kernel="matmul", gpu="h200", M=4096, N=4096, K=4096, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3,
+        num_warps=8, check=False),
+}
+# the cases of tests/backends/sim/test_engine.py::test_sampling_matches_full_simulation
+COMPARE = [
+    ("attention_flash", dict(batch=1, heads=16, seq_len=2048, head_dim=64)),
+    ("attention_flash", dict(batch=16, heads=32, seq_len=1024, head_dim=64, BLOCK_M=64)),
+    ("attention_flash", dict(batch=4, heads=32, seq_len=2048, head_dim=64, causal=True, BLOCK_M=64)),
+    ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64)),
+    ("matmul", dict(M=8192, N=8192, K=512)),
+]
+# 5 x 5 tiles x 2 stage counts x 20 sequence lengths = 1,000 points (infeasible tiles are cheap rows)
+SWEEP = """name: speed-sweep
+gpu: h100
+kernel: attention_flash
+params: {batch: 1, heads: 8, head_dim: 64, dtype: fp16, causal: false}
+sweep:
+  BLOCK_M: [16, 32, 64, 128, 256]
+  BLOCK_N: [16, 32, 64, 128, 256]
+  num_stages: [2, 3]
+  seq_len: [%s]
+check: false
+""" % ", ".join(str(256 * k) for k in range(1, 21))
+
 
 def timed(**kw):
-    t = time.perf_counter()
+    gpusim.simulate(**kw)                                   # warm-up
+    c = time.process_time()
     r = gpusim.simulate(**kw)
-    return r, time.perf_counter() - t
+    return r, time.process_time() - c
+
+
+def sweep() -> float:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "speed_sweep.yaml"
+        path.write_text(SWEEP)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpusim", "run", str(path), "--out", str(Path(d) / "out"), "--jobs", "2",
+                        "--no-plots"], check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--compare", action="store_true", help="fast vs full simulation on the tests' cases")
+    ap.add_argument("--sweep", action="store_true", help="time a 1,000-point sweep with --jobs 2")
     args = ap.parse_args()
-    gpusim.simulate("elementwise_fused", "h100", n=4096)   # load numba's cached L2 kernel first
-    big = dict(kernel="attention_flash", gpu="h100", batch=8, heads=32, seq_len=16384, head_dim=128, check=False)
-    r, dt = timed(**big)
-    k = r.kernels[0]
-    print(f"attention_flash b8 h32 n16384 d128 on h100: simulated {r.time_us:.1f} us in {dt:.2f} s wall "
-          f"({k.simulated_ctas} of {k.total_ctas} CTAs simulated, loop group {k.loop_group})")
+    for name, kw in POINTS.items():
+        r, cpu = timed(**kw)
+        k = r.kernels[0]
+        print(f"{name}: {r.time_us:.1f} us simulated in {r.sim_wall_s:.2f} s wall, {cpu:.2f} s CPU "
+              f"({k.simulated_ctas} of {k.total_ctas} CTAs simulated, loop group {k.loop_group})", flush=True)
+    if args.sweep:
+        print(f"1,000-point tile x seq_len sweep, --jobs 2: {sweep():.1f} s wall", flush=True)
     if args.compare:
-        mid = dict(kernel="attention_flash", gpu="h100", batch=8, heads=32, seq_len=2048, head_dim=128, check=False)
-        fast, t_fast = timed(**mid)
-        full, t_full = timed(fidelity="full", **mid)
-        print(f"b8 h32 n2048 d128: fast {fast.time_us:.1f} us ({t_fast:.1f} s), full {full.time_us:.1f} us "
-              f"({t_full:.1f} s): time differs {100 * (fast.time_us / full.time_us - 1):+.2f}%, DRAM bytes "
-              f"{100 * (fast.dram_bytes / full.dram_bytes - 1):+.2f}%")
+        for kernel, p in COMPARE:
+            fast = gpusim.simulate(kernel, "h100", check=False, **p)
+            full = gpusim.simulate(kernel, "h100", check=False, fidelity="full", **p)
+            print(f"{kernel} {p}: fast {fast.time_us:.1f} us ({fast.sim_wall_s:.2f} s), full {full.time_us:.1f} us "
+                  f"({full.sim_wall_s:.2f} s): time {100 * (fast.time_us / full.time_us - 1):+.2f}%, DRAM bytes "
+                  f"{100 * (fast.dram_bytes / full.dram_bytes - 1):+.2f}%, FLOPs equal: "
+                  f"{fast.tensor_flops == full.tensor_flops}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """gpusim: a cycle-approximate GPU memory-hierarchy simulator.
 
 Kernels are written once in a tile DSL (``gpusim.dsl``); the same IR runs exactly on numpy
-(``gpusim.backends.numpy_exec``), is timed by a SimPy model (``gpusim.backends.sim``) and is
+(``gpusim.backends.numpy_exec``), is timed by a discrete-event model (``gpusim.backends.sim``) and is
 lowered to Triton (``gpusim.backends.triton``, imported only when asked for).
 """
 from .api import simulate, simulate_workload

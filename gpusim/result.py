@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "max_rel_err",
-                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources")
+                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
                   "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
                   "simulated_ctas", "total_ctas", "loop_group", "resources")
@@ -147,6 +147,7 @@ class Result:
     ridge_flop_per_byte: float | None = None
     timeline: tuple = field(default=(), repr=False, compare=False)
     clock_hz: float | None = None
+    sim_wall_s: float | None = field(default=None, compare=False)   # wall time of the timing simulation
 
     def _sum(self, f):
         return sum(getattr(k, f) for k in self.kernels)
@@ -219,6 +220,7 @@ class Result:
             "sampled_ctas": sum(k.simulated_ctas for k in self.kernels) if ok else "",
             "total_ctas": sum(k.total_ctas for k in self.kernels) if ok else "",
             "resources": self.resources if ok else "",
+            "sim_wall_s": round(self.sim_wall_s, 4) if self.sim_wall_s is not None else "",
         })
         return row
 

@@ -1,1 +1,1 @@
-"""Backends consume the IR: numpy (exact values), sim (SimPy timing), triton (generated code, loaded lazily)."""
+"""Backends consume the IR: numpy (exact values), sim (discrete-event timing), triton (generated code, loaded lazily)."""

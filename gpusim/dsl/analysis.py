@@ -51,6 +51,13 @@ def loop_trips(loop, pid: tuple, loopvars: dict | None = None) -> int:
     return trip_count(ir.eval_expr(loop.start, pid, lv), ir.eval_expr(loop.end, pid, lv), loop.step)
 
 
+def uses_pid(e: ir.Expr) -> bool:
+    """Whether an index expression depends on the program id."""
+    if e.op == "pid":
+        return True
+    return e.op not in ("const", "loopvar") and any(uses_pid(a) for a in e.args)
+
+
 def work_bound(launch: ir.Launch) -> int:
     """CTA-iterations of a launch, an upper bound for the executors' cost: every program counted
     as one plus the trips of every loop, evaluated at the last program id (where causal loops are

@@ -3,7 +3,7 @@
 A kernel body is traced once (see ``gpusim.dsl.builder``) into a ``Program``:
 a list of ops in SSA form over tile ``Value``s. Index arithmetic (offsets, loop
 bounds) is kept symbolic as ``Expr`` trees over ``program_id`` and loop
-variables, so the numpy executor, the SimPy timing model and the Triton
+variables, so the numpy executor, the timing model and the Triton
 lowering all read the same structure. Shapes are concrete: tile sizes are
 compile-time constants, as ``tl.constexpr`` values are in Triton.
 """

@@ -111,3 +111,10 @@ def test_work_bound_counts_loops_at_the_last_program():
     launch = ir.Launch("l", p, (16,), {"x": "x", "y": "y"})
     # 16 programs x (1 + trips at the last program, (15 + 1) * 64 / 64 = 16)
     assert analysis.work_bound(launch) == 16 * 17
+
+
+def test_uses_pid():
+    x, i = dsl.program_id(0), ir.Expr("loopvar", (0,))
+    assert analysis.uses_pid(ir.emin(x * 64, 100))
+    assert not analysis.uses_pid(i * 64 + 3)
+    assert not analysis.uses_pid(ir.const(5))

@@ -1,12 +1,14 @@
-"""The SimPy timing model: CTAs on SMs, per-SM pipes, a shared L2 and a shared HBM channel.
+"""The timing model: CTAs on SMs, per-SM pipes, a shared L2 and a shared HBM channel.
 
-Each resident CTA is a SimPy process that walks its program's step list (``steps.py``). Compute
-steps hold a pipe of their SM (tensor, or the SIMT pair vector+special-function) for the cycles
-``cost.py`` gives; a busy pipe makes the next CTA wait (FIFO). Loads are asynchronous: a pipelined
-loop issues the loads of iteration ``i + stages - 1`` when iteration ``i`` starts, and a CTA blocks
-only where it first uses a tile that has not arrived. A load's bytes go through the L2 (tags-only
-LRU in ``l2.py``); misses also cross the shared HBM channel. Bandwidth is modelled by reserving
-time on FIFO channels (HBM, L2, each SM's load port), latency is added on top.
+A discrete-event simulation: each resident CTA slot is a process (a generator that yields how
+long it waits; ``run_processes`` resumes them in time order, ordering ties as SimPy would) that
+walks its CTAs' step lists (``steps.py``). Compute steps hold a pipe of their SM (tensor, or the
+SIMT pair vector+special-function) for the cycles ``cost.py`` gives; a busy pipe makes the next
+CTA wait (FIFO). Loads are asynchronous: a pipelined loop issues the loads of iteration
+``i + stages - 1`` when iteration ``i`` starts, and a CTA blocks only where it first uses a tile
+that has not arrived. A load's bytes go through the L2 (tags-only LRU in ``l2.py``); misses also
+cross the shared HBM channel. Bandwidth is modelled by reserving time on FIFO channels (HBM, L2,
+each SM's load port), latency is added on top.
 
 Speed: long launches are sampled (the first waves and the last waves are simulated, the steady
 middle is extrapolated from the measured rate) and long loops are coarsened (``loop_group``
@@ -15,10 +17,9 @@ in the tests; ``fidelity="full"`` turns them off. A launch's outcome is a ``Laun
 """
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import replace
-
-import simpy
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
@@ -85,6 +86,7 @@ class LaunchSim:
         self.n_ctas = launch.num_programs
         self.slots = min(self.n_ctas, cfg.sm_count * self.occ.ctas_per_sm)
         self.events: list = []
+        self._bounds: dict = {}         # (load idx, repeat, offsets) -> (first byte, rows, pitch, row bytes) or None
 
     # ---- work per CTA (loop trips), for sampling and extrapolation
     def _pid(self, cid):
@@ -96,6 +98,17 @@ class LaunchSim:
 
     def _trips(self, pid):
         return sum(self._loop_trips(pid))
+
+    def _trip_totals(self):
+        """Trips of each top-level loop summed over the grid; a loop whose bounds do not depend on
+        the program id runs as often in every CTA."""
+        out = []
+        for d in self.loops:
+            if analysis.uses_pid(d.start) or analysis.uses_pid(d.end):
+                out.append(sum(analysis.loop_trips(d, self._pid(c)) for c in range(self.n_ctas)))
+            else:
+                out.append(self.n_ctas * analysis.loop_trips(d, (0, 0, 0)))
+        return out
 
     def _work(self, cid):
         return 1 + self._trips(self._pid(cid))
@@ -144,7 +157,7 @@ class LaunchSim:
         cfg = self.cfg
         clk = cfg.clock_hz
         S = self.slots
-        self.env = simpy.Environment()
+        self.now = 0.0
         self.l2.new_launch()
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=self.timeline)
         self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
@@ -162,17 +175,13 @@ class LaunchSim:
 
     def _simulate(self, order, sampled: bool):
         it = self._dispatch(order, HEAD_WAVES * self.slots if sampled else None)
-        for slot in range(min(self.slots, len(order))):
-            self.env.process(self._worker(slot, it))
-        self.env.run()
+        run_processes(self, [self._worker(slot, it) for slot in range(min(self.slots, len(order)))])
 
     def _extrapolate(self, order, end, sim_work, counters):
         """(extra cycles, counter scale, counters with the skipped middle) of a sampled launch."""
         n, S = self.n_ctas, self.slots
         head = HEAD_WAVES * S
-        trip_totals = [0] * len(self.loops)
-        for c in range(n):
-            trip_totals = [a + b for a, b in zip(trip_totals, self._loop_trips(self._pid(c)))]
+        trip_totals = self._trip_totals()
         total_work = n + sum(trip_totals)
         done = sorted(self.completions)
         t_a, t_b = done[S - 1][0], done[head - S - 1][0]
@@ -216,30 +225,36 @@ class LaunchSim:
         sm = self.sms[sm_id]
         for cid in it:
             if self.dispatch is not None:
-                t = self.dispatch.transfer(1.0, self.env.now)
-                if t > self.env.now:
-                    yield self.env.timeout(t - self.env.now)
-            t0 = self.env.now
+                t = self.dispatch.transfer(1.0, self.now)
+                if t > self.now:
+                    yield t - self.now
+            t0 = self.now
             yield from self._cta(cid, sm, sm_id)
-            self.completions.append((self.env.now, self._work(cid)))
+            self.completions.append((self.now, self._work(cid)))
             if len(self.completions) in self._snap_at:
                 self._snap.append(self.counters.freeze())
             if self.timeline:
-                self.events.append(CTAEvent(sm_id, slot, cid, t0, self.env.now))
+                self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))
 
     # ---- memory
     def _load(self, d: LoadDesc, offs, now, sm, who, nrep=1, rep_axis=None):
         """Issue one (possibly merged) tile load; returns its ready time."""
-        shape = d.shape
-        if nrep > 1:
-            shape = list(shape)
-            shape[rep_axis] *= nrep
-        r = analysis.tile_bytes_in_bounds(self.tensors[d.tensor], offs, tuple(shape))
+        key = (d.idx, nrep, *offs)
+        r = self._bounds.get(key, False)
+        if r is False:
+            shape = d.shape
+            if nrep > 1:
+                shape = list(shape)
+                shape[rep_axis] *= nrep
+            r = analysis.tile_bytes_in_bounds(self.tensors[d.tensor], offs, tuple(shape))
+            if r is not None:
+                r = (self.addr[d.tensor] + r[2], r[0], r[3], r[1])
+            self._bounds[key] = r      # CTAs that share a tile (K/V of one head, a GEMM panel) hit this
         if r is None:
             return now
-        rows, row_bytes, first, pitch = r
+        base, rows, pitch, row_bytes = r
         nbytes = rows * row_bytes
-        hits, misses, hit_ready = self.l2.access(self.addr[d.tensor] + first, rows, pitch, row_bytes, now, who)
+        hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
         lines = hits + misses
         miss_bytes = nbytes * misses / lines if lines else 0.0
         c = self.counters
@@ -305,7 +320,6 @@ class LaunchSim:
         return fin
 
     def _cta(self, cid, sm, sm_id):
-        env = self.env
         pid = self._pid(cid)
         who = self.who
         ready = {}
@@ -313,31 +327,31 @@ class LaunchSim:
             kind = type(s)
             if kind is Issue:
                 d = s.load
-                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], env.now, sm, who)
+                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], self.now, sm, who)
             elif kind is Wait:
-                yield from self._wait(ready.pop(s.load, 0.0), sm_id, cid)
+                t = ready.pop(s.load, 0.0)
+                if t > self.now:
+                    yield self._wait(t, sm_id, cid)
             elif kind is StoreStep:
-                self._store(s.op, pid, {}, env.now, who)
+                self._store(s.op, pid, {}, self.now, who)
             elif kind is LoopStep:
                 yield from self._loop(s, pid, sm, sm_id, cid, who)
             else:
-                yield from self._step(s, sm, sm_id, cid)
+                yield self._step(s, sm, sm_id, cid)
 
     def _wait(self, t, sm_id, cid):
-        """Block the CTA until a load it needs has arrived at time ``t``."""
-        env = self.env
-        if t > env.now:
-            if self.timeline:
-                self.events.append(OpEvent("wait", sm_id, cid, env.now, t))
-            yield env.timeout(t - env.now)
+        """The delay that blocks the CTA until a load it needs arrives at time ``t`` (> now)."""
+        if self.timeline:
+            self.events.append(OpEvent("wait", sm_id, cid, self.now, t))
+        return t - self.now
 
     def _step(self, s, sm, sm_id, cid, scale=1.0):
-        """Run one compute step (``scale`` loop iterations' worth) on the SM's pipes."""
-        env = self.env
-        fin = self._compute(s, sm, env.now, scale)
+        """Run one compute step (``scale`` loop iterations' worth) on the SM's pipes; returns the delay."""
+        now = self.now
+        fin = self._compute(s, sm, now, scale)
         if self.timeline:
-            self.events.append(OpEvent("tensor" if type(s) is TensorStep else "simt", sm_id, cid, env.now, fin))
-        yield env.timeout(fin - env.now)
+            self.events.append(OpEvent("tensor" if type(s) is TensorStep else "simt", sm_id, cid, now, fin))
+        return fin - now
 
     # ---- loops
     def _affine_loads(self, d: LoopStep, pid, start):
@@ -358,7 +372,7 @@ class LaunchSim:
 
     def _issue_group(self, aff, j, trips, sm, who):
         """Issue the loads of merged step ``j`` (``loop_group`` iterations); returns idx -> ready time."""
-        now = self.env.now
+        now = self.now
         g = self.group
         lo = j * g
         k = min(g, trips - lo)
@@ -375,7 +389,6 @@ class LaunchSim:
         return out
 
     def _loop(self, d: LoopStep, pid, sm, sm_id, cid, who):
-        env = self.env
         start = ir.eval_expr(d.start, pid, {})
         trips = analysis.loop_trips(d, pid)
         if trips == 0:
@@ -396,8 +409,28 @@ class LaunchSim:
             for s in d.body:
                 kind = type(s)
                 if kind is Wait:
-                    yield from self._wait(ready.get(s.load, 0.0), sm_id, cid)
+                    t = ready.get(s.load, 0.0)
+                    if t > self.now:
+                        yield self._wait(t, sm_id, cid)
                 elif kind is StoreStep:
-                    self._store(s.op, pid, {d.var: start + j * g * d.step}, env.now, who)
+                    self._store(s.op, pid, {d.var: start + j * g * d.step}, self.now, who)
                 else:
-                    yield from self._step(s, sm, sm_id, cid, scale)
+                    yield self._step(s, sm, sm_id, cid, scale)
+
+
+def run_processes(sim, procs) -> None:
+    """A minimal discrete-event loop: each process is a generator that yields how long it waits.
+
+    Processes resume in (time, start before resume, order of scheduling) order, as SimPy orders its
+    events (process start before timeouts at the same time; FIFO among equals); ``sim.now`` is the
+    current time."""
+    heap = [(0.0, 0, k, p) for k, p in enumerate(procs)]
+    seq = len(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        t, _, _, p = pop(heap)
+        sim.now = t
+        delay = next(p, None)
+        if delay is not None:
+            push(heap, (t + delay, 1, seq, p))
+            seq += 1
