@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from . import precheck
 from .backends import numpy_exec
 from .backends.sim.cost import InfeasibleError, occupancy
 from .backends.sim.engine import LaunchSim
@@ -34,23 +35,31 @@ def _check_work(workload: ir.Workload) -> tuple:
 
 
 def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = "fast", timeline: bool = False,
-                      check="auto", seed: int = 0) -> Result:
+                      check="auto", seed: int = 0, max_work: float | None = None) -> Result:
     """Time ``workload`` on ``cfg``; ``sim_wall_s`` is the wall time of the timing simulation (the
-    numpy check, when it runs, is not included)."""
+    numpy check, when it runs, is not included). ``infeasible`` without simulating when it cannot
+    run (HBM capacity, Triton tile rules, per-CTA limits); ``precheck.WorkLimitError`` when the
+    estimated work exceeds ``max_work`` (see ``precheck``)."""
     _check_arg(check)
+    precheck.check_options(check, fidelity, max_work)
     t_wall = time.perf_counter()
     params = dict(workload.params)
     dtype = params.get("dtype", "fp16")
-    common = dict(hbm_bandwidth_bytes_per_s=cfg.hbm_read_bandwidth_bytes_per_s, clock_hz=cfg.clock_hz)
+    common = dict(hbm_bandwidth_bytes_per_s=cfg.hbm_read_bandwidth_bytes_per_s, clock_hz=cfg.clock_hz,
+                  l2_bandwidth_bytes_per_s=cfg.l2_bandwidth_bytes_per_s, sm_count=cfg.sm_count)
     uses_tensor = any(isinstance(op, ir.Dot) for l in workload.launches for op in ir.walk(l.program.body))
     peak = cfg.tensor_flops_per_s[dtype] if uses_tensor else cfg.fp32_flops_per_s
     common.update(peak_flops_per_s=peak, ridge_flop_per_byte=cfg.ridge_flop_per_byte(dtype, uses_tensor))
+    why = precheck.infeasible_reason(workload, cfg)
+    if why:
+        return Result(cfg.name, workload.name, params, "infeasible", why, **common)
     try:
-        for launch in workload.launches:
-            occupancy(launch.program, cfg, launch.grid)
+        per_sm = {launch.name: occupancy(launch.program, cfg, launch.grid).ctas_per_sm
+                  for launch in workload.launches}
     except InfeasibleError as e:
         return Result(cfg.name, workload.name, params, "infeasible", str(e), **common,
                       sim_wall_s=time.perf_counter() - t_wall)
+    precheck.check_work(workload, cfg, fidelity, check, max_work, per_sm)
 
     l2 = L2Cache(cfg.l2_bytes, cfg.l2_line_bytes, cfg.l2_ways)
     addr = _addresses(workload)
@@ -108,15 +117,17 @@ def _auto_ok(workload) -> bool:
 
 
 def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto", fidelity: str = "fast",
-             timeline: bool = False, seed: int = 0, **params) -> Result:
+             timeline: bool = False, seed: int = 0, max_work: float | None = None, **params) -> Result:
     """Build ``kernel`` (a Kernel, a built-in name, ``file.py:name`` or ``module:name``) with
-    ``params`` and time it on ``gpu``. An unknown parameter raises KernelParamError.
+    ``params`` and time it on ``gpu``. An unknown parameter raises KernelParamError; a point whose
+    estimated work exceeds ``max_work`` raises ``precheck.WorkLimitError``.
 
     >>> r = simulate("attention_flash", gpu="h100", seq_len=1024, batch=1, heads=4)
     >>> r.status, r.time_us > 0
     ('ok', True)
     """
     _check_arg(check)
+    precheck.check_options(check, fidelity, max_work)
     cfg = gpu if isinstance(gpu, GPUConfig) else load_gpu(gpu)
     k = resolve_kernel(kernel)
     p = k.resolve(params)
@@ -124,4 +135,5 @@ def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto
         workload = k.build(p)
     except ValueError as e:
         return Result(cfg.name, k.name, p, "error", str(e))
-    return simulate_workload(workload, cfg, fidelity=fidelity, timeline=timeline, check=check, seed=seed)
+    return simulate_workload(workload, cfg, fidelity=fidelity, timeline=timeline, check=check, seed=seed,
+                             max_work=max_work)

@@ -83,6 +83,10 @@ def _cmd_run(args):
 
         check_scheduler(args.scheduler)
     jobs = args.jobs if args.jobs is not None else _cores()
+    if executor == "local" and jobs > _cores():
+        print(f"gpusim: warning: --jobs {jobs} is more than the {_cores()} core(s) here; using {_cores()}",
+              file=sys.stderr)
+        jobs = _cores()
     where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
     print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
     rows, krows = run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor, scheduler=args.scheduler)
@@ -145,16 +149,28 @@ def _parse_sets(pairs):
 
 
 def _cmd_triton_source(args):
-    from .kernels import KernelParamError, resolve_params
+    from .dsl.rules import first_violation
+    from .kernels import KernelParamError, build, resolve_params
 
     params = _parse_sets(args.set)
     try:
         resolve_params(args.kernel, params)
     except KernelParamError as e:
         raise UsageError(f"triton-source: {e.field}: {e}") from None
+    try:
+        why = first_violation(build(args.kernel, params))
+    except ValueError as e:
+        raise UsageError(f"triton-source {args.kernel}: {e}") from None
+    if why:
+        raise UsageError(f"triton-source {args.kernel}: Triton cannot compile it: {why}")
+    from .backends.triton.lower import LoweringError
     from .backends.triton.run import main_triton_source
 
-    print(main_triton_source(args.kernel, params))
+    try:
+        source = main_triton_source(args.kernel, params)
+    except LoweringError as e:
+        raise UsageError(f"triton-source {args.kernel}: {e}") from None
+    print(source)
     return 0
 
 
@@ -220,12 +236,23 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("gpus", help="list GPU configs and their key numbers").set_defaults(fn=_cmd_gpus)
-    k = sub.add_parser("kernels", help="list built-in kernels (or those of a kernel file) and their parameters")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("gpus", help="list GPU configs and their key numbers",
+                   description="List the GPU configs in configs/ with their key numbers (SMs, clock, SRAM, L2, "
+                               "HBM bandwidth, peak FLOP/s, ridge point). A scenario's gpu: takes one of these "
+                               "names or a path to a GPU YAML.").set_defaults(fn=_cmd_gpus)
+    k = sub.add_parser("kernels", help="list built-in kernels (or those of a kernel file) and their parameters",
+                       description="List the built-in kernels (or the @gpusim.kernels.kernel functions of FILE) "
+                                   "with every parameter, its type, default and allowed values (what a "
+                                   "scenario's params: and sweep: take).")
     k.add_argument("file", nargs="?", help="a Python file of user kernels (@gpusim.kernels.kernel)")
     k.set_defaults(fn=_cmd_kernels)
-    r = sub.add_parser("run", help="run a scenario YAML (sweeps, CSVs, plots)")
+    r = sub.add_parser("run", help="run a scenario YAML (sweeps, CSVs, plots)",
+                       description="Simulate every point of a scenario YAML (a GPU, a kernel, its params and an "
+                                   "optional sweep); print a table and write results.csv, kernels.csv, "
+                                   "manifest.json and plots to --out. Finished points are saved as they finish, "
+                                   "so an interrupted run resumes. Exit code 0 when every point is ok or "
+                                   "infeasible, 1 when a point errored, 2 for bad input.")
     r.add_argument("scenario", help="scenario YAML file (examples in scenarios/)")
     r.add_argument("--out", help="output directory (default results/<scenario file name without .yaml>)")
     r.add_argument("--jobs", type=_positive_int, default=None,
@@ -242,9 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=("png", "svg"), default="png", help="plot format")
     r.add_argument("--no-plots", action="store_true", help="skip plots")
     r.set_defaults(fn=_cmd_run)
-    t = sub.add_parser("triton-source", help="print the Triton code generated for a built-in kernel")
-    t.add_argument("kernel")
-    t.add_argument("--set", action="append", metavar="PARAM=VALUE")
+    t = sub.add_parser("triton-source", help="print the Triton code generated for a built-in kernel",
+                       description="Print the Triton source gpusim generates from a built-in kernel's IR, one "
+                                   "block per launch with its grid. Needs no GPU. A kernel that breaks a Triton "
+                                   "tile rule (e.g. a dot dimension below 16) is refused with the rule.")
+    t.add_argument("kernel", help="built-in kernel name (see `gpusim kernels`), e.g. attention_flash")
+    t.add_argument("--set", action="append", metavar="PARAM=VALUE",
+                   help="kernel parameter (YAML value), e.g. head_dim=128 or causal=true; repeatable")
     t.set_defaults(fn=_cmd_triton_source)
     c = sub.add_parser("calibrate", help="measure a real GPU with microbenchmarks and write a config",
                        description="Run microbenchmarks on a CUDA GPU. With --out: every stage (HBM, L2, latency, "
@@ -318,6 +349,15 @@ def main(argv=None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except MemoryError:
+        print("gpusim: error: out of memory; finished points are saved (use fewer --jobs or smaller points)",
+              file=sys.stderr)
+        return 1
+    except OSError as e:
+        # disk full, a file vanished under us...: the environment, not a gpusim bug
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"gpusim: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         print("gpusim: interrupted; finished points are saved, re-run the same command to resume", file=sys.stderr)
         return 143 if isinstance(e, _Terminated) else 130

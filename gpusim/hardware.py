@@ -6,12 +6,72 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
+
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+# Plausible range of each numeric field: (low, high, unit hints). The ranges are wide (about 10x
+# beyond every GPU in hardware.md on each side) so that they only catch unit mistakes: a value
+# outside its range whose rescaling by a hint's factor lands inside gets "did you mean ...?".
+# Hints are (factor, unit the value was probably written in).
+_RATE_HINTS = ((1e12, "TB/s"), (1e9, "GB/s"))
+PLAUSIBLE = {
+    "sm_count": (1, 1024, ()),                                # A100 108, H100/H200 132
+    "clock_hz": (1e8, 1e10, ((1e6, "MHz"), (1e9, "GHz"))),    # 1.41 .. 1.98 GHz
+    "sram_bytes_per_sm": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),          # 164 .. 228 KiB
+    "sram_bytes_per_cta_max": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),
+    "registers_per_sm": (1024, 1 << 22, ((1024, "K registers"),)),       # 64K
+    "max_registers_per_thread": (16, 4096, ()),              # 255
+    "max_ctas_per_sm": (1, 1024, ()),                        # 32
+    "max_warps_per_sm": (1, 1024, ()),                       # 64
+    "l2_bytes": (64 * KIB, 4 * GIB, ((MIB, "MiB"), (KIB, "KiB"))),     # 40 .. 60 MiB
+    "l2_line_bytes": (16, 4096, ()),                         # 128
+    "l2_ways": (1, 1024, ()),                                # 16
+    "l2_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 7 .. 9 TB/s
+    "l2_latency_cycles": (10, 10000, ()),                    # ~263 .. 289
+    "sm_load_bytes_per_clk": (1, 4096, ()),                  # 64 .. 102
+    "hbm_bytes": (GIB, 1 << 46, ((GIB, "GiB"),)),            # 40 .. 141 GiB
+    "hbm_read_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),   # 1.5 .. 4.8 TB/s
+    "hbm_write_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),
+    "hbm_copy_bandwidth_bytes_per_s": (1e10, 2e15, _RATE_HINTS),
+    "hbm_latency_cycles": (10, 100000, ()),                  # ~466 .. 667
+    "tensor_flops_per_s": (1e12, 1e17, ((1e12, "TFLOP/s"),)),     # 156 .. 989 TFLOP/s
+    "fp32_flops_per_s": (1e11, 1e16, ((1e12, "TFLOP/s"),)),       # 19.5 .. 67 TFLOP/s
+    "sfu_ops_per_clk_per_sm": (0.5, 4096, ()),               # 16
+    "simt_lane_ops_per_clk_per_sm": (0.1, 1e5, ()),          # 25 .. 214 measured
+    "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
+    "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
+    "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
+}
+
+
+def _scaled(v: float, factor: float, unit: str) -> str:
+    """``v`` read as written in ``unit`` (``factor`` base units), as a value for the YAML file."""
+    exp = math.log10(factor)
+    if exp > 0 and abs(exp - round(exp)) < 1e-9:
+        return f"{v:g}e{int(round(exp))} ({unit})"
+    return f"{v * factor:.15g} ({v:g} {unit})"
+
+
+def plausibility_problem(name: str, v: float) -> str | None:
+    """Why ``v`` is implausible for field ``name`` (with a unit hint when one fits), or None."""
+    if name not in PLAUSIBLE or v is None or isinstance(v, bool):
+        return None
+    lo, hi, hints = PLAUSIBLE[name]
+    if lo <= v <= hi:
+        return None
+    for factor, unit in hints:
+        if v > 0 and lo <= v * factor <= hi:
+            return f"did you mean {_scaled(v, factor, unit)}?"
+    return f"outside the plausible range {lo:g} .. {hi:g}"
 
 
 class TileEfficiency(BaseModel):
@@ -85,6 +145,17 @@ class GPUConfig(BaseModel):
     measurements: list[Measurement] = []
     provenance: dict[str, str] = {}
 
+    @field_validator(*PLAUSIBLE, mode="after")
+    @classmethod
+    def _plausible(cls, v, info):
+        for key, x in (v.items() if isinstance(v, dict) else ((None, v),)):
+            why = plausibility_problem(info.field_name, x)
+            if why:
+                where = info.field_name + (f".{key}" if key is not None else "")
+                raise PydanticCustomError("implausible", "{where} = {value}: {why}",
+                                          {"where": where, "value": f"{x:g}", "why": why})
+        return v
+
     @model_validator(mode="after")
     def _check(self):
         if self.sram_bytes_per_cta_max > self.sram_bytes_per_sm:
@@ -138,10 +209,53 @@ def available_gpus() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 
+def _short(v, n: int = 60) -> str:
+    """A bounded repr: never walks more of ``v`` than it prints (safe on YAML alias bombs)."""
+    out: list = []
+    budget = [n + 1]
+
+    def put(text):
+        out.append(text[:budget[0]])
+        budget[0] -= len(text)
+
+    def walk(x):
+        if budget[0] <= 0:
+            return
+        if isinstance(x, dict):
+            put("{")
+            for i, (k, val) in enumerate(x.items()):
+                if budget[0] <= 0:
+                    break
+                put((", " if i else "") + repr(k)[:n] + ": ")
+                walk(val)
+            put("}")
+        elif isinstance(x, (list, tuple)):
+            put("[")
+            for i, val in enumerate(x):
+                if budget[0] <= 0:
+                    break
+                put(", " if i else "")
+                walk(val)
+            put("]")
+        else:
+            put(repr(x)[:n + 1])
+
+    walk(v)
+    s = "".join(out)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def _looks_like_path(name_or_path) -> bool:
+    s = str(name_or_path)
+    return isinstance(name_or_path, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
+
+
 def load_gpu(name_or_path: str | Path) -> GPUConfig:
-    """Load a GPU by name (configs/NAME.yaml) or by path to a YAML file."""
+    """Load a GPU by name (configs/NAME.yaml) or by path to a YAML file.
+
+    Every failure is a ``ConfigError`` with one short line naming the file and the field."""
     p = Path(name_or_path)
-    if not (p.suffix in (".yaml", ".yml") and p.exists()):
+    if not _looks_like_path(name_or_path):
         p = CONFIG_DIR / f"{name_or_path}.yaml"
         if not p.exists():
             import difflib
@@ -151,19 +265,41 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown GPU {str(name_or_path)!r}{hint}; available: {', '.join(names)} or a path to a GPU YAML")
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: file not found (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory, expected a GPU YAML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected a GPU YAML file") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}:{where} YAML syntax error: {getattr(e, 'problem', e)}") from None
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+        raise ConfigError(f"{p}:{where} YAML syntax error: {getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        raise ConfigError(f"{p}: the file is empty; expected a GPU config mapping (see configs/h100.yaml)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping of GPU fields (see configs/h100.yaml), "
+                          f"got a {type(data).__name__}: {_short(data)}")
     try:
         return GPUConfig.model_validate(data)
     except Exception as e:  # pydantic.ValidationError
         errs = getattr(e, "errors", lambda: [])()
-        if errs:
-            err = errs[0]
-            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-            raise ConfigError(f"{p}: field {loc}: {err['msg']} (got {err.get('input')!r})") from None
-        raise ConfigError(f"{p}: {e}") from None
+        if not errs:
+            raise ConfigError(f"{p}: {str(e).splitlines()[0]}") from None
+        err = errs[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "implausible":
+            raise ConfigError(f"{p}: {err['msg']}") from None
+        if err["type"] == "missing":
+            missing = [".".join(str(x) for x in x["loc"]) for x in errs if x["type"] == "missing"]
+            more = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+            raise ConfigError(f"{p}: missing field {loc}{more}; every GPU config needs it (see configs/h100.yaml)") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        if not loc:
+            raise ConfigError(f"{p}: {msg}") from None
+        raise ConfigError(f"{p}: field {loc}: {msg} (got {_short(err.get('input'))})") from None

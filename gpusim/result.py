@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# A resource busy at least half of the time is what the time is spent on: below that, no unit is
+# saturated and the time goes to waiting (latency, dependencies) or to idle SMs.
+BOUND_BUSY = 0.5
+
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "max_rel_err",
@@ -148,6 +152,8 @@ class Result:
     timeline: tuple = field(default=(), repr=False, compare=False)
     clock_hz: float | None = None
     sim_wall_s: float | None = field(default=None, compare=False)   # wall time of the timing simulation
+    l2_bandwidth_bytes_per_s: float | None = None
+    sm_count: int | None = None
 
     def _sum(self, f):
         return sum(getattr(k, f) for k in self.kernels)
@@ -185,9 +191,37 @@ class Result:
     def arithmetic_intensity(self) -> float:
         return self.flops / self.dram_bytes if self.dram_bytes else float("inf")
 
+    def utilisation(self) -> dict:
+        """Share of the point's time each resource was busy (0..1): ``pipe`` the busiest SM pipe
+        (tensor, SIMT or SFU, averaged over all SMs), ``dram`` and ``l2`` the bytes moved over
+        the bandwidth x time, ``sms`` the share of SMs that had a CTA (weighted by each launch's cycles)."""
+        t_s = (self.time_us or 0.0) * 1e-6
+        if not t_s or not self.clock_hz:
+            return {"pipe": 0.0, "dram": 0.0, "l2": 0.0, "sms": 0.0}
+        cyc = t_s * self.clock_hz
+        pipe = max(sum(getattr(k, f) * k.cycles for k in self.kernels) / cyc
+                   for f in ("tensor_busy", "vector_busy", "sfu_busy"))
+        dram = self.dram_bytes / (t_s * self.hbm_bandwidth_bytes_per_s) if self.hbm_bandwidth_bytes_per_s else 0.0
+        # every store is written through the L2, so its traffic is the loads plus the DRAM writes
+        l2 = ((self.l2_read_bytes + self.dram_write_bytes) / (t_s * self.l2_bandwidth_bytes_per_s)
+              if self.l2_bandwidth_bytes_per_s else 0.0)
+        kcyc = sum(k.cycles for k in self.kernels)
+        sms = (sum(min(1.0, k.total_ctas / self.sm_count) * k.cycles for k in self.kernels) / kcyc
+               if self.sm_count and kcyc else 1.0)
+        return {"pipe": pipe, "dram": dram, "l2": l2, "sms": sms}
+
     @property
     def bound(self) -> str:
-        return "compute" if self.arithmetic_intensity >= self.ridge_flop_per_byte else "memory"
+        """What limits the simulated time (docs/model.md, "The bound label"): ``compute`` when the
+        busiest SM pipe is the most utilised resource and busy at least BOUND_BUSY of the time,
+        ``memory`` when DRAM or L2 bandwidth is; otherwise nothing is saturated and the label is
+        ``occupancy`` when fewer than half the SMs had work, else ``latency`` (waiting on memory
+        latency, dependencies or launch overhead)."""
+        u = self.utilisation()
+        mem = max(u["dram"], u["l2"])
+        if max(u["pipe"], mem) >= BOUND_BUSY:
+            return "compute" if u["pipe"] >= mem else "memory"
+        return "occupancy" if u["sms"] < 0.5 else "latency"
 
     def launch(self, name: str) -> KernelResult:
         for k in self.kernels:

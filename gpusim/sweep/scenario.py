@@ -31,7 +31,7 @@ from ..provenance import git_revision
 from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
 from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 
-TOP_KEYS = ("name", "description", "gpu", "kernel", "params", "sweep", "check", "fidelity")
+TOP_KEYS = ("name", "description", "gpu", "kernel", "params", "sweep", "check", "fidelity", "max_work")
 
 
 class ScenarioError(ValueError):
@@ -58,6 +58,7 @@ class Point:
     check: object
     fidelity: str
     config: GPUConfig | None = field(default=None, compare=False, repr=False)
+    max_work: float | None = field(default=None, compare=False)   # precheck's limit; not in the key
 
     def key(self, config_hash: str) -> str:
         blob = json.dumps({"gpu": self.gpu, "kernel": self.kernel, "params": self.params, "check": self.check,
@@ -226,6 +227,15 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
     fidelity = data.get("fidelity", "fast")
     if fidelity not in ("fast", "full"):
         raise err("fidelity", f"must be fast or full, got {_short(fidelity)}")
+    max_work = data.get("max_work")
+    if isinstance(max_work, str):       # YAML 1.1 reads 1e8 (no dot) as a string
+        try:
+            max_work = float(max_work)
+        except ValueError:
+            pass
+    if max_work is not None and (isinstance(max_work, bool) or not isinstance(max_work, (int, float))
+                                 or not max_work > 0):
+        raise err("max_work", f"must be a positive number of work units (e.g. 1e8), got {_short(max_work)}")
 
     sweepable = ("gpu", "kernel") + ALL_PARAM_NAMES
     axes = {}
@@ -296,7 +306,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
             resolved = resolve_params(kernel, p)
         except KernelParamError as e:
             raise err(f"params.{e.field}", f"{kernel}: {e}") from None
-        points.append(Point(gpu, kernel, resolved, check, fidelity, configs[gpu]))
+        points.append(Point(gpu, kernel, resolved, check, fidelity, configs[gpu], max_work))
     param_names = [p for p in ALL_PARAM_NAMES if any(p in pt.params for pt in points)]
     return Scenario(name, src, data, points, param_names, config_hashes, list(overrides or []))
 
@@ -308,7 +318,7 @@ def run_point(point: Point, timeline: bool = False):
 
     try:
         r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
-                     timeline=timeline, **point.params)
+                     timeline=timeline, max_work=point.max_work, **point.params)
     except Exception as e:  # a failing point is recorded and the sweep goes on
         msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
         return {"status": "error", "reason": msg}, [], None
