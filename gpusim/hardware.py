@@ -297,7 +297,8 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
             raise ConfigError(f"{p}: {err['msg']}") from None
         if err["type"] == "missing":
             missing = [".".join(str(x) for x in x["loc"]) for x in errs if x["type"] == "missing"]
-            more = f" (also missing: {', '.join(missing[1:])})" if len(missing) > 1 else ""
+            more = (f" (also missing: {', '.join(missing[1:4])}{f' and {len(missing) - 4} more' if len(missing) > 4 else ''})"
+                    if len(missing) > 1 else "")
             raise ConfigError(f"{p}: missing field {loc}{more}; every GPU config needs it (see configs/h100.yaml)") from None
         msg = err["msg"].removeprefix("Value error, ")
         if not loc:
