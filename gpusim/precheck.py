@@ -137,7 +137,7 @@ def check_work(workload: ir.Workload, cfg: GPUConfig, fidelity: str = "fast", ch
 def check_options(check, fidelity, max_work=None) -> None:
     """Validate the simulate() options; raises ValueError with a one-line message."""
     if not (check == "auto" or isinstance(check, bool)):
-        raise ValueError(f"check must be 'auto', True or False, got {check!r}")
+        raise ValueError(f"check must be True, False or 'auto', got {check!r}")
     if fidelity not in ("fast", "full"):
         raise ValueError(f"fidelity must be 'fast' or 'full', got {fidelity!r}")
     if max_work is not None and (isinstance(max_work, bool) or not isinstance(max_work, (int, float))

@@ -84,7 +84,7 @@ def test_estimate_counts_what_a_full_simulation_runs():
 
 
 @pytest.mark.parametrize("opts,needle", [
-    (dict(check="yes"), "check must be 'auto', True or False, got 'yes'"),
+    (dict(check="yes"), "check must be True, False or 'auto', got 'yes'"),
     (dict(fidelity="fastest"), "fidelity must be 'fast' or 'full', got 'fastest'"),
     (dict(max_work=-1), "max_work must be a positive number"),
 ])
