@@ -60,7 +60,7 @@ def _interrupt(cmd, sig, ready_marker, cwd):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="waiting for engine")
+@pytest.mark.xfail(strict=False, reason="waiting for engine: one numba L2 call can hold a signal for seconds")
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_run_is_interruptible(tmp_path, sig, code):
     s = tmp_path / "long.yaml"
@@ -72,7 +72,7 @@ def test_run_is_interruptible(tmp_path, sig, code):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="waiting for engine")
+@pytest.mark.xfail(strict=False, reason="waiting for engine: one numba L2 call can hold a signal for seconds")
 def test_simulate_call_is_interruptible(tmp_path):
     code = ("import sys, gpusim\nprint('start', file=sys.stderr, flush=True)\n"
             f"gpusim.simulate('matmul', 'h200', check=False, **{LONG!r})\n")
