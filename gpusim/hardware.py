@@ -25,6 +25,7 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 _RATE_HINTS = ((1e12, "TB/s"), (1e9, "GB/s"))
 PLAUSIBLE = {
     "sm_count": (1, 1024, ()),                                # A100 108, H100/H200 132
+    "compute_capability": (10, 200, ((10, "major x 10 + minor"),)),   # 80 (A100), 90 (H100/H200)
     "clock_hz": (1e8, 1e10, ((1e6, "MHz"), (1e9, "GHz"))),    # 1.41 .. 1.98 GHz
     "sram_bytes_per_sm": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),          # 164 .. 228 KiB
     "sram_bytes_per_cta_max": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),
@@ -56,7 +57,7 @@ PLAUSIBLE = {
 def _scaled(v: float, factor: float, unit: str) -> str:
     """``v`` read as written in ``unit`` (``factor`` base units), as a value for the YAML file."""
     exp = math.log10(factor)
-    if exp > 0 and abs(exp - round(exp)) < 1e-9:
+    if exp > 0 and abs(exp - round(exp)) < 1e-9 and v * factor >= 1e4:
         return f"{v:g}e{int(round(exp))} ({unit})"
     return f"{v * factor:.15g} ({v:g} {unit})"
 
