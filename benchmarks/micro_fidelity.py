@@ -245,3 +245,17 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def config_fields(micro: dict) -> dict:
+    """Config fields these measurements give (applied to configs/h200*.yaml with their sources)."""
+    out = {}
+    sm, clk = micro["sm_count"], micro["clock_hz"]
+    scalar = {}
+    for r in micro.get("vector", []):
+        if r["divisible_by"] == 1 and r["ok"]:
+            es = 2 if r["dtype"] in ("float16", "bfloat16") else 4
+            scalar[es] = 2.0 * r["n"] / (r["us"] * 1e-6 * clk * sm)   # a load and a store per element
+    if scalar:
+        out["scalar_access_per_clk_per_sm"] = {k: round(v, 3) for k, v in sorted(scalar.items())}
+    return out

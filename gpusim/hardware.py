@@ -139,6 +139,10 @@ class GPUConfig(BaseModel):
     # GPU-wide CTA dispatch: one CTA can start every this many ns (0 = unlimited); measured with
     # near-empty CTAs by calibrate_ops.measure_cta_dispatch
     cta_dispatch_ns: float = Field(default=0.0, ge=0.0)
+    # global accesses Triton cannot vectorise (alignment not provable): elements per clock per SM
+    # the load/store path sustains at one element per access, by element size in bytes; empty =
+    # no cost beyond bytes (measured by benchmarks/micro_fidelity.py vector)
+    scalar_access_per_clk_per_sm: dict[int, PositiveFloat] = {}
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

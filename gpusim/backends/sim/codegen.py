@@ -1,0 +1,73 @@
+"""What the compiler decides below the tile, as pure cost functions: global-access vector width and
+register spill traffic. The engine charges what these return; the numbers come from the config
+(measured by ``benchmarks/micro_fidelity.py`` on the H200) and from the compiled kernel
+(``gpusim.backends.triton.compile``) or, without triton, an analytic estimate.
+
+Vector width. Triton vectorises a global access only as wide as it can prove aligned: the base
+pointer is 16-byte aligned, shapes are compile-time constants in gpusim's generated code, so a
+tile row can be read in ``v``-element vectors where ``v`` is the largest power of two dividing
+the row pitch (for tensors with rows) and the row length when the last tile of a row is masked,
+capped at 16 bytes. A narrower access moves the same bytes in more instructions: the SM's
+load/store path then sustains ``scalar_access_per_clk_per_sm[element bytes] * v`` elements per
+clock (measured at ``v = 1`` with a streaming copy at sizes that are not multiples of 16).
+
+Spills. A thread that needs more than 255 registers keeps the rest in local memory. Every loop
+iteration then stores and reloads them (STL/LDL in the loop body). The microbenchmark with 256
+and 512 live fp32 values per thread runs at the L2's bandwidth for those bytes, so spill traffic
+is charged to the shared L2 channel and the SM's port, per iteration, before the iteration's work.
+"""
+from __future__ import annotations
+
+from ...dsl import ir
+from ...hardware import GPUConfig
+
+VECTOR_BYTES = 16      # widest global access per thread (LDG.E.128 / cp.async 16 B)
+REGISTER_BYTES = 4
+
+
+def pow2_divisor(n: int) -> int:
+    """Largest power of two dividing ``n`` (``n`` > 0)."""
+    n = int(n)
+    return n & -n if n > 0 else 1
+
+
+def vector_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
+    """Elements per global access for a tile of ``tile_shape`` read from or written to ``tensor``."""
+    es = ir.DTYPE_BYTES[tensor.dtype]
+    full = max(1, VECTOR_BYTES // es)
+    last = int(tensor.shape[-1])
+    cols = int(tile_shape[-1])
+    v = full
+    if len(tensor.shape) > 1 and tensor.nbytes // es != last:
+        v = min(v, pow2_divisor(last))            # every row must start on a v-element boundary
+    if last % cols:
+        v = min(v, pow2_divisor(last))            # the masked last tile of a row
+    return max(1, min(v, cols))
+
+
+def port_bytes(nbytes: float, elements: float, es: int, width: int, cfg: GPUConfig) -> float:
+    """Bytes-equivalent time a tile access holds the SM's load/store port: its bytes, or, for an
+    access narrower than a full vector, the element rate the config measured for that width."""
+    rate = cfg.scalar_access_per_clk_per_sm.get(es) if width * es < VECTOR_BYTES else None
+    if not rate:
+        return nbytes
+    cycles = elements / (rate * width)
+    return max(nbytes, cycles * cfg.sm_load_bytes_per_clk)
+
+
+def spill_bytes_per_iteration(program: ir.Program, compiled=None, estimated_registers: int | None = None,
+                              max_registers: int = 255) -> float:
+    """Local-memory bytes (stores + reloads) one CTA moves per iteration of its loop.
+
+    From the compiled kernel: the STL and LDL bytes inside its loops. Without it: every register
+    beyond ``max_registers`` is stored and reloaded once per iteration."""
+    threads = 32 * program.num_warps
+    if compiled is not None:
+        per_thread = getattr(compiled, "loop_spill_bytes", None)
+        if per_thread is None:
+            per_thread = compiled.spill_store_bytes + compiled.spill_load_bytes
+        return float(per_thread) * threads
+    if estimated_registers is None:
+        return 0.0
+    excess = max(0, estimated_registers - max_registers)
+    return 2.0 * REGISTER_BYTES * excess * threads
