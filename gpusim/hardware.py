@@ -143,6 +143,9 @@ class GPUConfig(BaseModel):
     # the load/store path sustains at one element per access, by element size in bytes; empty =
     # no cost beyond bytes (measured by benchmarks/micro_fidelity.py vector)
     scalar_access_per_clk_per_sm: dict[int, PositiveFloat] = {}
+    # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
+    # Hopper: NVIDIA A100 / H100 whitepapers)
+    warp_issue_per_clk_per_sm: PositiveFloat = 4.0
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

@@ -71,3 +71,30 @@ def spill_bytes_per_iteration(program: ir.Program, compiled=None, estimated_regi
         return 0.0
     excess = max(0, estimated_registers - max_registers)
     return 2.0 * REGISTER_BYTES * excess * threads
+
+
+TENSOR_OPCODES = ("HGMMA", "HMMA", "WARPGROUP")   # run on the tensor pipe (costed from FLOPs)
+SFU_OPCODES = ("MUFU",)
+
+
+def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig) -> tuple | None:
+    """(issue cycles, SFU cycles) one CTA's loop iteration puts on its SM, from the compiled loop
+    body's instruction mix: every non-tensor instruction takes one issue slot per warp (an SM
+    issues ``warp_issue_per_clk_per_sm`` warp-instructions per clock), and every MUFU instruction
+    holds the special-function pipe for 32 lanes. None when the loop mix is unknown.
+
+    This sees what the tile-level op list cannot: work the compiler duplicates across warps (a
+    64-row tile on 8 warps computes its softmax in both warpgroups), layout conversions, index
+    arithmetic and the reductions' shuffles."""
+    mix = dict(getattr(compiled, "sass_loop", ()) or ())
+    if not mix:
+        return None
+    issue = sfu = 0
+    for op, n in mix.items():
+        if op.startswith(TENSOR_OPCODES):
+            continue
+        issue += n
+        if op.startswith(SFU_OPCODES):
+            sfu += n
+    return (issue * num_warps / cfg.warp_issue_per_clk_per_sm,
+            sfu * num_warps * 32 / cfg.sfu_ops_per_clk_per_sm)

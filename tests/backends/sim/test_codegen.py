@@ -48,3 +48,21 @@ def test_spill_traffic_estimate_and_compiled():
         loop_spill_bytes = 1024          # STL + LDL bytes per thread in the loop body
 
     assert codegen.spill_bytes_per_iteration(prog, Compiled()) == 1024 * 128
+
+
+def test_loop_issue_from_instruction_mix():
+    cfg = load_gpu("h200-measured")
+
+    class Compiled:
+        # per warp, per iteration: 2 HGMMA (tensor pipe, not issue-costed), 100 other instructions,
+        # 10 of them MUFU.EX2
+        sass_loop = (("HGMMA", 2), ("FFMA", 60), ("MUFU.EX2", 10), ("SHFL", 30))
+
+    issue, sfu = codegen.loop_issue_cycles(Compiled(), 8, cfg)
+    assert issue == 100 * 8 / 4.0                                   # 8 warps over 4 schedulers
+    assert sfu == 10 * 8 * 32 / cfg.sfu_ops_per_clk_per_sm          # 32 lanes per MUFU per warp
+
+    class Unknown:
+        sass_loop = ()
+
+    assert codegen.loop_issue_cycles(Unknown(), 4, cfg) is None
