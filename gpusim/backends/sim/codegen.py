@@ -91,10 +91,54 @@ def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig) -> tuple | None:
         return None
     issue = sfu = 0
     for op, n in mix.items():
-        if op.startswith(TENSOR_OPCODES):
+        if "." in op or op.startswith(TENSOR_OPCODES):   # "MUFU.EX2" details repeat "MUFU"
             continue
         issue += n
         if op.startswith(SFU_OPCODES):
             sfu += n
     return (issue * num_warps / cfg.warp_issue_per_clk_per_sm,
             sfu * num_warps * 32 / cfg.sfu_ops_per_clk_per_sm)
+
+
+def loop_spill_bytes_per_thread(compiled) -> float:
+    """STL + LDL bytes per thread inside the compiled loop: the kernel's spill bytes times the share
+    of its STL / LDL instructions that sit in the loop."""
+    total, loop = dict(compiled.sass), dict(compiled.sass_loop)
+    out = 0.0
+    for op, nbytes in (("STL", compiled.spill_store_bytes), ("LDL", compiled.spill_load_bytes)):
+        if total.get(op):
+            out += nbytes * loop.get(op, 0) / total[op]
+    return out
+
+
+def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
+    """The step list with each loop's SIMT steps raised to the compiled loop's issue and SFU
+    cycles (never lowered: the measured per-op rates still bound them) and its spill traffic set."""
+    from dataclasses import replace
+
+    from .steps import LoopStep, SimtStep
+
+    compiled = getattr(occupancy, "compiled", None)
+    out = []
+    for s in steps:
+        if not isinstance(s, LoopStep):
+            out.append(s)
+            continue
+        body = s.body
+        if compiled is not None:
+            spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps
+            issue = loop_issue_cycles(compiled, program.num_warps, cfg)
+            if issue is not None:
+                vec = sum(b.vector_cycles for b in body if isinstance(b, SimtStep))
+                sfu = sum(b.sfu_cycles for b in body if isinstance(b, SimtStep))
+                fv = max(1.0, issue[0] / vec) if vec else 1.0
+                fs = max(1.0, issue[1] / sfu) if sfu else 1.0
+                body = tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
+                             if isinstance(b, SimtStep) else b for b in body)
+        else:
+            from .cost import cta_resources
+
+            spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
+                                              cfg.max_registers_per_thread)
+        out.append(replace(s, body=body, spill_bytes=spill))
+    return tuple(out)

@@ -1,7 +1,7 @@
 """The timing model: CTAs on SMs, per-SM pipes, a shared L2 and a shared HBM channel.
 
-A discrete-event simulation: each resident CTA slot is a process (a generator that yields how
-long it waits; ``run_processes`` resumes them in time order, ordering ties as SimPy would) that
+A discrete-event simulation (SimPy): each resident CTA slot is a process (a generator that yields
+how long it waits; ``run_processes`` runs them on a SimPy environment) that
 walks its CTAs' step lists (``steps.py``). Compute steps hold a pipe of their SM (tensor, or the
 SIMT pair vector+special-function) for the cycles ``cost.py`` gives; a busy pipe makes the next
 CTA wait (FIFO). Loads are asynchronous: a pipelined loop issues the loads of iteration
@@ -17,14 +17,15 @@ in the tests; ``fidelity="full"`` turns them off. A launch's outcome is a ``Laun
 """
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import replace
+
+import simpy
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from ...result import CTAEvent, OpEvent
-from . import cost
+from . import codegen, cost
 from .l2 import L2Cache
 from .stats import Counters, LaunchStats, Sampling, Tally
 from .steps import Issue, LoadDesc, LoopStep, StoreStep, TensorStep, Wait, arithmetic, compile_program
@@ -74,10 +75,13 @@ class LaunchSim:
                  fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16):
         self.launch, self.cfg, self.l2 = launch, cfg, l2
         self.occ = cost.occupancy(launch.program, cfg, launch.grid)
-        self.steps, self.loads = compile_program(launch.program, cfg)
+        steps, self.loads = compile_program(launch.program, cfg)
+        self.steps = codegen.adjust_loops(steps, launch.program, self.occ, cfg)
         self.loops = [s for s in self.steps if isinstance(s, LoopStep)]
         self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
         self.tensors = {p.name: p for p in launch.program.params}
+        # elements per global access of each load (what Triton can prove aligned)
+        self.widths = {d.idx: codegen.vector_width(self.tensors[d.tensor], d.shape) for d in self.loads}
         self.cross_block = 1.0 - cfg.tensor_simt_overlap
         self.fidelity = fidelity
         self.timeline = timeline
@@ -264,7 +268,10 @@ class LaunchSim:
         if d.sram:
             c.sram_bytes += nbytes
         cfg = self.cfg
-        ready = max(self.l2ch.transfer(nbytes, now), sm.port.transfer(nbytes, now)) + cfg.l2_latency_cycles
+        t = self.tensors[d.tensor]
+        es = ir.DTYPE_BYTES[t.dtype]
+        port = codegen.port_bytes(nbytes, nbytes / es, es, self.widths[d.idx], cfg)
+        ready = max(self.l2ch.transfer(nbytes, now), sm.port.transfer(port, now)) + cfg.l2_latency_cycles
         if hit_ready > ready:
             ready = hit_ready
         if misses:
@@ -273,13 +280,20 @@ class LaunchSim:
             ready = max(ready, fill)
         return ready
 
-    def _store(self, op: ir.Store, pid, lv, now, who):
+    def _store(self, op: ir.Store, pid, lv, now, who, sm=None):
         offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
-        r = analysis.tile_bytes_in_bounds(self.tensors[op.tensor.name], offs, op.value.shape)
+        t = self.tensors[op.tensor.name]
+        r = analysis.tile_bytes_in_bounds(t, offs, op.value.shape)
         if r is None:
             return
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
+        if sm is not None:
+            # a store Triton cannot vectorise holds the SM's load/store path like a narrow load
+            es = ir.DTYPE_BYTES[t.dtype]
+            port = codegen.port_bytes(nbytes, nbytes / es, es, codegen.vector_width(t, op.value.shape), self.cfg)
+            if port > nbytes:
+                sm.port.transfer(port, now)
         # write-allocate in L2 (a later kernel's read can hit), write through to HBM
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)
         self.l2.fill_done(now)
@@ -333,7 +347,7 @@ class LaunchSim:
                 if t > self.now:
                     yield self._wait(t, sm_id, cid)
             elif kind is StoreStep:
-                self._store(s.op, pid, {}, self.now, who)
+                self._store(s.op, pid, {}, self.now, who, sm)
             elif kind is LoopStep:
                 yield from self._loop(s, pid, sm, sm_id, cid, who)
             else:
@@ -406,6 +420,11 @@ class LaunchSim:
                 inflight[nxt] = self._issue_group(aff, nxt, trips, sm, who)
             ready = inflight.pop(j)
             scale = min(g, trips - j * g)
+            if d.spill_bytes:
+                t = max(self.l2ch.transfer(d.spill_bytes * scale, self.now),
+                        sm.port.transfer(d.spill_bytes * scale, self.now))
+                if t > self.now:
+                    yield t - self.now
             for s in d.body:
                 kind = type(s)
                 if kind is Wait:
@@ -413,24 +432,23 @@ class LaunchSim:
                     if t > self.now:
                         yield self._wait(t, sm_id, cid)
                 elif kind is StoreStep:
-                    self._store(s.op, pid, {d.var: start + j * g * d.step}, self.now, who)
+                    self._store(s.op, pid, {d.var: start + j * g * d.step}, self.now, who, sm)
                 else:
                     yield self._step(s, sm, sm_id, cid, scale)
 
 
 def run_processes(sim, procs) -> None:
-    """A minimal discrete-event loop: each process is a generator that yields how long it waits.
+    """Run the CTA-slot processes as SimPy processes: each is a generator that yields how long it
+    waits; ``sim.now`` follows the environment's clock (SimPy orders simultaneous events: process
+    start before timeouts, FIFO among equals)."""
+    env = simpy.Environment()
 
-    Processes resume in (time, start before resume, order of scheduling) order, as SimPy orders its
-    events (process start before timeouts at the same time; FIFO among equals); ``sim.now`` is the
-    current time."""
-    heap = [(0.0, 0, k, p) for k, p in enumerate(procs)]
-    seq = len(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        t, _, _, p = pop(heap)
-        sim.now = t
-        delay = next(p, None)
-        if delay is not None:
-            push(heap, (t + delay, 1, seq, p))
-            seq += 1
+    def process(gen):
+        sim.now = env.now
+        for delay in gen:
+            yield env.timeout(delay)
+            sim.now = env.now
+
+    for p in procs:
+        env.process(process(p))
+    env.run()

@@ -79,6 +79,7 @@ class LoopStep:
     var: int
     loads: tuple        # LoadDesc issued by the loop, once per iteration
     body: tuple
+    spill_bytes: float = 0.0   # local-memory bytes (spill stores + reloads) one iteration moves
 
 
 def lower(ops, shared: set, loads: list) -> list:

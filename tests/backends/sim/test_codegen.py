@@ -55,8 +55,8 @@ def test_loop_issue_from_instruction_mix():
 
     class Compiled:
         # per warp, per iteration: 2 HGMMA (tensor pipe, not issue-costed), 100 other instructions,
-        # 10 of them MUFU.EX2
-        sass_loop = (("HGMMA", 2), ("FFMA", 60), ("MUFU.EX2", 10), ("SHFL", 30))
+        # 10 of them MUFU (the parser also lists the detail class MUFU.EX2, not counted twice)
+        sass_loop = (("FFMA", 60), ("HGMMA", 2), ("MUFU", 10), ("MUFU.EX2", 10), ("SHFL", 30))
 
     issue, sfu = codegen.loop_issue_cycles(Compiled(), 8, cfg)
     assert issue == 100 * 8 / 4.0                                   # 8 warps over 4 schedulers
@@ -66,3 +66,12 @@ def test_loop_issue_from_instruction_mix():
         sass_loop = ()
 
     assert codegen.loop_issue_cycles(Unknown(), 4, cfg) is None
+
+
+def test_loop_spill_share_and_adjusted_loop():
+    class Compiled:
+        sass = (("LDL", 8), ("STL", 4))
+        sass_loop = (("LDL", 6), ("STL", 4))
+        spill_store_bytes, spill_load_bytes = 64, 128
+    # all 64 store bytes and 6/8 of the 128 load bytes sit in the loop
+    assert codegen.loop_spill_bytes_per_thread(Compiled()) == 64 + 96
