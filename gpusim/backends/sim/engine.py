@@ -432,7 +432,8 @@ class LaunchSim:
                     if t > self.now:
                         yield self._wait(t, sm_id, cid)
                 elif kind is StoreStep:
-                    self._store(s.op, pid, {d.var: start + j * g * d.step}, self.now, who, sm)
+                    for r in range(scale):      # a merged step stores every iteration it stands for
+                        self._store(s.op, pid, {d.var: start + (j * g + r) * d.step}, self.now, who, sm)
                 else:
                     yield self._step(s, sm, sm_id, cid, scale)
 
