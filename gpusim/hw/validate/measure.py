@@ -29,15 +29,22 @@ def tolerance(params: dict) -> float:
     return TOL.get(params.get("dtype", "fp16"), 1e-2)
 
 
-def _attention_rows(q, k, v, rows, causal: bool) -> np.ndarray:
-    """float64 softmax(q[rows] k^T / sqrt(d)) v for one batch*head, causal mask on absolute rows."""
+def _attention_rows(q, k, v, rows, causal: bool, window: int = 0) -> np.ndarray:
+    """float64 softmax(q[rows] k^T / sqrt(d)) v for one batch*head: a causal mask and a sliding
+    window (keys fewer than ``window`` positions away) on absolute rows, as attention_flash has."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     s = q[rows] @ k.T / math.sqrt(q.shape[-1])
+    j, i = np.arange(k.shape[0])[None, :], np.asarray(rows)[:, None]
     if causal:
-        s = np.where(np.arange(k.shape[0])[None, :] <= np.asarray(rows)[:, None], s, -np.inf)
+        s = np.where(j <= i, s, -np.inf)
+    if window:
+        s = np.where(np.abs(i - j) < window, s, -np.inf)
     s = s - s.max(axis=-1, keepdims=True)
     e = np.exp(s)
     return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+SAMPLED_ATTENTION = ("attention_flash", "attention_naive")   # outputs o from q, k, v: row-sampled check
 
 
 def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int = 0,
@@ -49,14 +56,21 @@ def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int
     random query rows; large matmul: ``rows`` random rows of C. Elementwise is always full."""
     kind = workload.name
     rng = np.random.default_rng(seed)
-    if kind.startswith("attention"):
+    if kind in SAMPLED_ATTENTION:       # the built-ins only: a user kernel is checked by its own reference
         q, k, v = inputs["q"], inputs["k"], inputs["v"]
         bh, n, d = q.shape
         if force_sample or bh * n * n > BIG_ATTENTION:
             heads = sorted({0, bh - 1})
             r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
             causal = bool(workload.params.get("causal"))
-            ref = np.stack([_attention_rows(q[h], k[h], v[h], r, causal) for h in heads])
+            heads_per_q = workload.params.get("heads", 1)
+            kv_heads = workload.params.get("kv_heads") or heads_per_q
+            window = workload.params.get("window") or 0
+
+            def kv(h):          # the K/V head a query head reads (GQA: groups of heads share one)
+                return (h // heads_per_q) * kv_heads + (h % heads_per_q) // (heads_per_q // kv_heads)
+
+            ref = np.stack([_attention_rows(q[h], k[kv(h)], v[kv(h)], r, causal, window) for h in heads])
             return {"o": (np.ix_(heads, r, np.arange(d)), ref)}, "sampled"
     elif kind == "matmul":
         a, b = inputs["a"], inputs["b"]
