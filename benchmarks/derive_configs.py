@@ -91,7 +91,10 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
              simt_lane_ops_per_clk_per_sm={k: v * A100_FP32_LANES / FP32_LANES
                                            for k, v in h200.simt_lane_ops_per_clk_per_sm.items()},
              sfu_ops_per_clk_per_sm=16.0)
+    if "compute_capability" in d:
+        d["compute_capability"] = 80          # H: sm_80 (Ampere GA100): Triton compiles mma.sync, no wgmma
     src.update(
+        compute_capability="H: CUDA compute capability 8.0 (GA100)",
         sm_count="H: A100 whitepaper, 108 SMs", clock_hz="H: A100 whitepaper, 1410 MHz boost",
         sram_bytes_per_sm="H: Ampere tuning guide, 164 KB shared memory per SM",
         sram_bytes_per_cta_max="H: Ampere tuning guide, 163 KB per thread block",

@@ -8,7 +8,7 @@
 # usage: benchmarks/device_run.sh [--quick] [--no-calibrate] [--gpu CONFIG] [--budget SECONDS]
 #                                 [--no-ncu] [--reference] [--set KEY=VALUE]... [SCENARIO.yaml ...]
 #   --quick         calibrate with the quick plan (~1-2 min instead of ~3-5)
-#   --no-calibrate  skip calibration; validate with --gpu CONFIG (default configs/h200-measured.yaml, else h200)
+#   --no-calibrate  skip calibration; validate with --gpu CONFIG (default configs/h200.yaml, else h200)
 #   --gpu CONFIG    config used for validation when not calibrating in this run
 #   --budget S      wall-clock budget of the whole script (default 570 s): steps get what is left, and
 #                   validation stops starting points 20 s before the end so the tarballs are always written
@@ -93,7 +93,7 @@ if [ "$CALIBRATE" = 1 ]; then
     if [ -f "$CFG" ]; then GPU="$CFG"; else stamp "WARNING: no measured config written"; fi
 fi
 if [ -z "$GPU" ]; then
-    if [ -f configs/h200-measured.yaml ]; then GPU=configs/h200-measured.yaml; else GPU=h200; fi
+    if [ -f configs/h200.yaml ]; then GPU=configs/h200.yaml; else GPU=h200; fi
 fi
 
 i=0

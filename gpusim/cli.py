@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "saved run on a CPU, re-predicting every point when --gpu is given.")
     v.add_argument("scenario", nargs="?", help="scenario YAML file (examples in scenarios/)")
     v.add_argument("--gpu", help="GPU config (name or YAML path) the simulator predicts with (default "
-                                 "h200-measured; with --reanalyze: re-predict every point on it)")
+                                 "h200; with --reanalyze: re-predict every point on it)")
     v.add_argument("--out", help="output directory (required with SCENARIO; with --reanalyze default DIR)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario field (dotted path, YAML value); repeatable")

@@ -11,7 +11,7 @@ from gpusim.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "docs" / "validation" / "h200" / "val_elementwise"      # 10 points, the smallest run
-CONFIG = ROOT / "configs" / "h200-measured.yaml"
+CONFIG = ROOT / "configs" / "h200.yaml"
 REPORT = ("validation.csv", "summary.json", "summary.md", "scatter.png", "error_by_point.png")
 
 
@@ -43,7 +43,7 @@ def test_reanalyze_of_a_copy_writes_beside_it(tmp_path):
 
 @pytest.mark.slow
 def test_reanalyze_with_the_recorded_config_reproduces_the_recorded_report(tmp_path):
-    """Every point re-predicted on configs/h200-measured.yaml: the same CSV and summary as recorded."""
+    """Every point re-predicted on configs/h200.yaml: the same CSV and summary as recorded."""
     assert main(["validate", "--reanalyze", str(RECORDED), "--gpu", str(CONFIG), "--out", str(tmp_path),
                  "--jobs", "2"]) == 0
     assert (tmp_path / "validation.csv").read_text() == (RECORDED / "validation.csv").read_text()

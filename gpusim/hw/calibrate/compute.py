@@ -119,7 +119,7 @@ def simt(cal) -> None:
 def simt_ops(cal) -> None:
     """Per-op SIMT rates from the DSL op microbenchmarks of ``ops`` (through the Triton backend)."""
     rates, times = ops.measure(cal.sm_count, cal.clock_hz, log=log)
-    # the method texts below name the module as it was called when configs/h200-measured.yaml was
+    # the method texts below name the module as it was called when configs/h200.yaml (then h200-measured.yaml) was
     # recorded ("gpusim.calibrate_ops", now ``ops``), so a re-run's sources compare equal to it
     cal.raw["simt_op_times_us"] = times
     how = (f"gpusim.calibrate_ops DSL microbenchmark (one fp32 {ops.ROWS}x{ops.COLS} tile "

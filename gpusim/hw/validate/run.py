@@ -25,7 +25,7 @@ from .predict import resimulate, simulate_point
 from .report import fmt, print_table, write_report
 from .rows import build_rows, group_key, load_validation, rows_from_json
 
-DEFAULT_GPU = "h200-measured"      # the config a validation run predicts with unless --gpu says otherwise
+DEFAULT_GPU = "h200"      # the measured H200: the config a validation run predicts with unless --gpu says otherwise
 
 
 def _environment_meta(backend) -> dict:

@@ -27,7 +27,7 @@ def test_vector_width_from_alignment():
 
 
 def test_port_cost_only_for_narrow_accesses():
-    cfg = load_gpu("h200-measured").model_copy(update={"scalar_access_per_clk_per_sm": {2: 2.0, 4: 3.0}})
+    cfg = load_gpu("h200").model_copy(update={"scalar_access_per_clk_per_sm": {2: 2.0, 4: 3.0}})
     # a full vector: just its bytes
     assert codegen.port_bytes(2048.0, 1024, 2, 8, cfg) == 2048.0
     # scalar fp16: 1024 elements / 2 per clock = 512 cycles of the port
@@ -51,7 +51,7 @@ def test_spill_traffic_estimate_and_compiled():
 
 
 def test_loop_issue_from_instruction_mix():
-    cfg = load_gpu("h200-measured")
+    cfg = load_gpu("h200")
 
     class Compiled:
         # per warp, per iteration: 2 HGMMA (tensor pipe, not issue-costed), 100 other instructions,
