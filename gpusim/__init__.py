@@ -4,6 +4,7 @@ Kernels are written once in a tile DSL (``gpusim.dsl``); the same IR runs exactl
 (``gpusim.backends.numpy_exec``), is timed by a discrete-event model (``gpusim.backends.sim``) and is
 lowered to Triton (``gpusim.backends.triton``, imported only when asked for).
 """
+from . import sweep  # callable: gpusim.sweep(kernel, gpu=..., **params_or_lists) -> DataFrame
 from .api import simulate, simulate_workload
 from .hardware import GPUConfig, available_gpus, load_gpu
 from .kernels import KERNELS, build
@@ -11,4 +12,4 @@ from .result import KernelResult, Result
 
 __version__ = "0.1.0"
 __all__ = ["simulate", "simulate_workload", "GPUConfig", "available_gpus", "load_gpu", "KERNELS", "build",
-           "KernelResult", "Result", "__version__"]
+           "KernelResult", "Result", "sweep", "__version__"]

@@ -1,4 +1,4 @@
-"""Command line: ``gpusim gpus | kernels | run | triton-source | calibrate | validate``.
+"""Command line: ``gpusim gpus | kernels | run | schema | triton-source | calibrate | validate``.
 
 Exit codes: 0 when every point is ok or infeasible; 1 when some point errored (everything is still
 written) or a worker died; 2 for bad input (a one-line message naming the file, the field, the
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,9 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _on_sigterm(signum, frame):
+    # a second SIGTERM while the run shuts down (stopping workers, writing the manifest) is
+    # ignored, so it cannot interrupt the shutdown with a traceback
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated()
 
 
@@ -65,49 +69,52 @@ def _cmd_kernels(args):
 
 def _cmd_run(args):
     from .output.tables import run_table
-    from .sweep.scenario import load_scenario, prepare_out, run_scenario
+    from .sweep import runner
+    from .sweep.scenario import load_scenario
 
     executor = args.executor or ("dask" if args.scheduler else "local")
     if executor == "local" and args.scheduler:
         raise UsageError(f"--scheduler {args.scheduler}: only used with --executor dask")
     if executor == "dask" and not args.scheduler:
         raise UsageError("--executor dask needs --scheduler ADDRESS (e.g. tcp://HOST:8786)")
-    sc = load_scenario(args.scenario, args.set)
+    sc = load_scenario(args.scenario, args.set, max_points=args.max_points)
     out = Path(args.out or Path("results") / Path(args.scenario).stem)
     if args.timeline and len(sc.points) != 1:
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
-    prepare_out(out)
+    runner.prepare_out(out)
+    removed = runner.claim_out(out, sc, force=args.force)
+    if removed:
+        print(f"gpusim: --force: removed {', '.join(removed)} of another scenario from {out}", file=sys.stderr)
     if executor == "dask":
         from .sweep.executors import check_scheduler
 
         check_scheduler(args.scheduler)
-    jobs = args.jobs if args.jobs is not None else _cores()
-    if executor == "local" and jobs > _cores():
-        print(f"gpusim: warning: --jobs {jobs} is more than the {_cores()} core(s) here; using {_cores()}",
-              file=sys.stderr)
-        jobs = _cores()
+    jobs, warning = runner.cap_jobs(args.jobs)
+    if warning:
+        print(f"gpusim: warning: {warning}", file=sys.stderr)
     where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
     print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
-    rows, krows = run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor, scheduler=args.scheduler)
+    rows, krows = runner.run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor,
+                                      scheduler=args.scheduler, dask_timeout=args.dask_timeout)
     print(run_table(rows, sc.param_names))
     written = [out / "results.csv", out / "kernels.csv", out / "manifest.json"]
+    extra = []
     if not args.no_plots:
         try:
             from .output import report
         except ImportError:
             report = None
         if report is not None and hasattr(report, "make_reports"):
-            written += report.make_reports(out, sc, rows, krows, fmt=args.format)
+            extra += report.make_reports(out, sc, rows, krows, fmt=args.format)
     if args.timeline:
-        from .sweep.scenario import run_point
-
-        _, _, result = run_point(sc.points[0], timeline=True)
+        _, _, result = runner.run_point(sc.points[0], timeline=True)
         if result is not None and result.status == "ok":
             from .output import timeline
 
-            written += timeline.write_timeline(result, out, fmt=args.format)
-    print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+            extra += timeline.write_timeline(result, out, fmt=args.format)
+    runner.note_files(out, extra)
+    print("wrote " + ", ".join(str(p) for p in written + extra), file=sys.stderr)
     errors = sum(r.get("status") == "error" for r in rows)
     if errors:
         print(f"gpusim: {errors} of {len(rows)} point(s) failed (status=error in {out / 'results.csv'})",
@@ -115,11 +122,13 @@ def _cmd_run(args):
     return 1 if errors else 0
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def _cmd_schema(args):
+    import json
+
+    from .sweep.scenario import ScenarioFile
+
+    print(json.dumps(ScenarioFile.model_json_schema(), indent=2, sort_keys=True))
+    return 0
 
 
 def _positive_int(text: str) -> int:
@@ -132,19 +141,24 @@ def _positive_int(text: str) -> int:
     return n
 
 
-def _parse_sets(pairs):
-    params = {}
-    import yaml
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return x
 
+
+def _parse_sets(pairs):
+    """``--set`` of triton-source: kernel parameters (``params.`` optional), parsed as ``run`` parses them."""
+    from .sweep.yamlio import parse_assignment
+
+    params = {}
     for a in pairs or []:
-        if "=" not in a:
-            raise UsageError(f"--set {a!r}: expected NAME=VALUE, e.g. --set seq_len=1024")
-        k, v = a.split("=", 1)
-        try:
-            params[k.strip().removeprefix("params.")] = yaml.safe_load(v)
-        except yaml.YAMLError as e:
-            raise UsageError(f"--set {a!r}: value {v!r} is not valid YAML "
-                             f"({getattr(e, 'problem', None) or e})") from None
+        parts, val = parse_assignment(a)
+        params[".".join(parts[1:] if parts[0] == "params" else parts)] = val
     return params
 
 
@@ -256,8 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", help="scenario YAML file (examples in scenarios/)")
     r.add_argument("--out", help="output directory (default results/<scenario file name without .yaml>)")
     r.add_argument("--jobs", type=_positive_int, default=None,
-                   help="parallel processes (default: all cores; 1 runs the points in this process)")
-    r.add_argument("--force", action="store_true", help="recompute points that are already saved in --out")
+                   help="parallel processes (default and most: all cores; 1 runs the points in this process)")
+    r.add_argument("--force", action="store_true", help="recompute points that are already saved in --out "
+                   "(and remove another scenario's results there)")
+    r.add_argument("--max-points", type=_positive_int, default=None, metavar="N",
+                   help="refuse sweeps with more points than this (default 100000)")
+    r.add_argument("--dask-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="with dask: give up when no worker has been alive this long (default 60)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario field (dotted path, YAML value), e.g. params.head_dim=128 or "
                         "sweep.seq_len=[512,1024]; repeatable")
@@ -269,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=("png", "svg"), default="png", help="plot format")
     r.add_argument("--no-plots", action="store_true", help="skip plots")
     r.set_defaults(fn=_cmd_run)
+    sub.add_parser("schema", help="print the JSON Schema of scenario files").set_defaults(fn=_cmd_schema)
     t = sub.add_parser("triton-source", help="print the Triton code generated for a built-in kernel",
                        description="Print the Triton source gpusim generates from a built-in kernel's IR, one "
                                    "block per launch with its grid. Needs no GPU. A kernel that breaks a Triton "
@@ -321,12 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    import signal
     import threading
 
     from .hardware import ConfigError
     from .kernels import KernelParamError
-    from .sweep.scenario import RunError, ScenarioError
+    from .sweep.errors import RunError, ScenarioError
 
     ap = build_parser()
     args = ap.parse_args(argv)

@@ -258,6 +258,14 @@ class Result:
         })
         return row
 
+    def to_pandas(self):
+        """This result as a one-row pandas DataFrame with the columns of results.csv."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Result.to_pandas() needs pandas: pip install 'gpusim[pandas]'") from None
+        return pandas.DataFrame([self.row()])
+
     def summary(self) -> str:
         if self.status != "ok":
             return f"{self.kernel} on {self.gpu}: {self.status}: {self.reason}"

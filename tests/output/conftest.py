@@ -3,7 +3,8 @@ import textwrap
 
 import pytest
 
-from gpusim.sweep.scenario import load_scenario, run_scenario
+from gpusim.sweep.runner import run_scenario
+from gpusim.sweep.scenario import load_scenario
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,14 +13,20 @@ from pathlib import Path
 
 import pytest
 
+import dataclasses
+import io
+
 import gpusim
-from gpusim.sweep import scenario
 from gpusim.cli import main
 from gpusim.hardware import load_gpu
-from gpusim.sweep.scenario import Progress, apply_set, load_scenario, run_scenario
+from gpusim.sweep import runner
+from gpusim.sweep.progress import Progress
+from gpusim.sweep.runner import run_scenario
+from gpusim.sweep.scenario import load_scenario
+from gpusim.sweep.yamlio import apply_set
 
 REPO = Path(__file__).resolve().parents[2]
-_real_run_point = scenario.run_point
+_real_run_point = runner.run_point
 
 
 def _write(tmp_path, text, name="s.yaml"):
@@ -90,36 +96,49 @@ def test_set_reaches_points(tmp_path):
 def test_keys_follow_point_config_and_version(tmp_path, monkeypatch):
     p = _write(tmp_path, "kernel: elementwise_fused\nsweep: {n: [1024, 2048], gpu: [h100, h200]}\n")
     a, b = load_scenario(p), load_scenario(p)
-    keys = [pt.key(a.config_hashes[pt.gpu]) for pt in a.points]
-    assert keys == [pt.key(b.config_hashes[pt.gpu]) for pt in b.points]       # stable
+    keys = [pt.key() for pt in a.points]
+    assert keys == [pt.key() for pt in b.points]       # stable
     assert len(set(keys)) == 4
     pt = a.points[0]
-    assert pt.key("another-config") != pt.key(a.config_hashes[pt.gpu])
-    monkeypatch.setattr(scenario, "__version__", "999")
-    assert pt.key(a.config_hashes[pt.gpu]) != keys[0]
+    assert pt.config_hash == load_gpu(pt.gpu).config_hash()
+    assert dataclasses.replace(pt, config_hash="another-config").key() != keys[0]
+    monkeypatch.setattr(gpusim, "__version__", "999")
+    assert pt.key() != keys[0]
 
 
 # --------------------------------------------------------------------------- progress
-def test_progress_bar_when_enabled(capsys):
-    bar = Progress(4, enabled=True, cached=2, min_interval=0)
+def test_progress_bar_when_enabled():
+    stream = io.StringIO()
+    bar = Progress(4, enabled=True, cached=2, stream=stream)
     for _ in range(4):
         bar.update()
     bar.close()
-    err = capsys.readouterr().err
-    assert "\r[" in err and "1/4 points (+2 saved)" in err and "4/4 points" in err
-    assert "/s" in err and "left" in err and "done in" in err
+    err = stream.getvalue()
+    assert "\r" in err and "4/4" in err and "+2 saved" in err and "points/s" in err
     assert err.endswith("\n")
+
+
+def test_progress_lines_off_a_terminal():
+    """Not a terminal: one line each time another 10% of the points is done."""
+    stream = io.StringIO()
+    bar = Progress(40, stream=stream)
+    for _ in range(40):
+        bar.update()
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert [x.split()[1] for x in lines] == [f"{4 * k}/40" for k in range(1, 11)]
+    assert "\r" not in stream.getvalue() and lines[-1].startswith("gpusim: 40/40 points (100%)")
 
 
 def test_progress_bar_with_the_process_pool(tmp_path, capsys):
     p = _ew_sweep(tmp_path, [1024, 2048, 3072])
     run_scenario(load_scenario(p), tmp_path / "out", jobs=2, progress=True)
     err = capsys.readouterr().err
-    assert "0/3 points" in err and "3/3 points" in err and "done in" in err
+    assert "0/3" in err and "3/3" in err
 
 
-def test_progress_silent_off_a_terminal(capsys):
-    bar = Progress(3)                   # stderr is captured, not a terminal
+def test_progress_silent_when_disabled(capsys):
+    bar = Progress(3, enabled=False)
     bar.update()
     bar.close()
     assert capsys.readouterr().err == ""
@@ -153,7 +172,7 @@ def test_saved_points_are_skipped_and_force_recomputes(tmp_path, monkeypatch):
     run_scenario(load_scenario(p), out, jobs=1)
     first = _csvs(out)
     calls = []
-    monkeypatch.setattr(scenario, "run_point", lambda pt: calls.append(pt) or _real_run_point(pt))
+    monkeypatch.setattr(runner, "run_point", lambda pt: calls.append(pt) or _real_run_point(pt))
     run_scenario(load_scenario(p), out, jobs=1)
     assert calls == [] and _manifest(out)["computed"] == 0 and _csvs(out) == first
     # a longer sweep only computes the new point
@@ -234,7 +253,7 @@ def _die_on_n_5120(pt, timeline=False):
 def test_a_dying_worker_keeps_finished_points(tmp_path, monkeypatch, capsys):
     p = _ew_sweep(tmp_path, [1024, 2048, 3072, 4096, 5120, 6144])
     out = tmp_path / "out"
-    monkeypatch.setattr(scenario, "run_point", _die_on_n_5120)
+    monkeypatch.setattr(runner, "run_point", _die_on_n_5120)
     assert _run(["run", str(p), "--out", str(out), "--jobs", "2", "--no-plots"]) == 1
     err = capsys.readouterr().err
     assert "worker process died" in err and "re-run the same command" in err and "Traceback" not in err
@@ -244,7 +263,7 @@ def test_a_dying_worker_keeps_finished_points(tmp_path, monkeypatch, capsys):
     if saved:
         m = _manifest(out)
         assert m["complete"] is False and m["computed"] == len(saved) and m["missing"] == 6 - len(saved)
-    monkeypatch.setattr(scenario, "run_point", _real_run_point)
+    monkeypatch.setattr(runner, "run_point", _real_run_point)
     assert _run(["run", str(p), "--out", str(out), "--jobs", "2", "--no-plots"], capsys) == 0
     assert _manifest(out)["computed"] == 6 - len(saved)
     clean = tmp_path / "clean"
@@ -291,14 +310,14 @@ def test_interrupt_keeps_finished_points(tmp_path, monkeypatch, capsys):
             raise KeyboardInterrupt
         return _real_run_point(pt, timeline)
 
-    monkeypatch.setattr(scenario, "run_point", interrupt_third)
+    monkeypatch.setattr(runner, "run_point", interrupt_third)
     out = tmp_path / "out"
     assert main(["run", str(p), "--out", str(out), "--jobs", "1", "--no-plots"]) == 130
     assert "re-run the same command to resume" in capsys.readouterr().err
     m = _manifest(out)
     assert m["complete"] is False and m["computed"] == 2 and m["missing"] == 2
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 2
-    monkeypatch.setattr(scenario, "run_point", _real_run_point)
+    monkeypatch.setattr(runner, "run_point", _real_run_point)
     assert _run(["run", str(p), "--out", str(out), "--jobs", "1", "--no-plots"], capsys) == 0
     assert _manifest(out)["computed"] == 2 and _manifest(out)["complete"] is True
 

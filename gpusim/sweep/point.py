@@ -1,0 +1,68 @@
+"""One simulation of a sweep: the ``Point``, its cache key, and ``run_point``.
+
+The key hashes everything that determines a point's numbers: the point itself, the resolved GPU
+config (after any ``gpu.<field>`` what-if overrides), the gpusim version, the hash of the
+package's source code (``provenance.code_hash``) and the register/SRAM resource mode
+(``$GPUSIM_RESOURCES``), so a changed model never serves old numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from .. import provenance
+from ..hardware import GPUConfig
+
+
+@dataclass(frozen=True)
+class Point:
+    """Everything that determines one result. ``config`` is the resolved GPU (overrides applied),
+    carried along so workers (local or remote) need not find the GPU YAML themselves;
+    ``config_hash`` is its hash; ``gpu_overrides`` the GPU fields changed from the named config."""
+
+    gpu: str
+    kernel: str
+    params: dict
+    check: object
+    fidelity: str
+    config: GPUConfig | None = field(default=None, compare=False, repr=False)
+    config_hash: str = ""
+    gpu_overrides: dict = field(default_factory=dict)
+
+    def key(self) -> str:
+        from .. import __version__
+        from ..backends.sim.cost import resources_mode
+
+        blob = json.dumps({"point": point_dict(self), "config": self.config_hash, "version": __version__,
+                           "code": provenance.code_hash(), "resources": resources_mode()},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def point_dict(pt: Point) -> dict:
+    """The point as saved next to its result (and compared when a saved result is reused)."""
+    d = {"gpu": pt.gpu, "kernel": pt.kernel, "params": pt.params, "check": pt.check, "fidelity": pt.fidelity}
+    if pt.gpu_overrides:
+        d["gpu_overrides"] = pt.gpu_overrides
+    return d
+
+
+def format_overrides(overrides: dict) -> str:
+    """The ``gpu_overrides`` CSV cell: ``field=value`` pairs joined by ``;`` (empty when none)."""
+    return ";".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def run_point(point: Point, timeline: bool = False):
+    """Simulate one point; never raises: failures become status=error rows."""
+    from ..api import simulate
+
+    try:
+        r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
+                     timeline=timeline, **point.params)
+    except Exception as e:  # a failing point is recorded and the sweep goes on
+        msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
+        return {"status": "error", "reason": msg}, [], None
+    row = r.row(list(point.params))
+    kernels = [k.row(0) for k in r.kernels]
+    return row, kernels, (r if timeline else None)

@@ -1,0 +1,277 @@
+"""Running a loaded scenario: which points are already saved, computing the rest (here, in a
+local process pool or on dask), saving each as it finishes, and writing the CSVs and manifest.
+
+Every finished point is saved under ``OUT/points/KEY.json`` (atomically) with its provenance
+(code hash, git revision and dirty flag, config hash); the key hashes everything that determines
+the result (``point.Point.key``), so re-running skips finished points, an interrupted sweep
+loses nothing, and a changed model or GPU config never serves old numbers. An ``OUT`` holding
+another scenario's results is refused unless ``force``, which removes them first.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .. import provenance
+from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
+from .errors import SaveError, ScenarioError
+from .executors import DASK_TIMEOUT_S, run_dask, run_pool
+from .point import format_overrides, point_dict, run_point
+from .progress import Progress
+
+OUTPUT_FILES = ("results.csv", "kernels.csv", "manifest.json")
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def cap_jobs(jobs: int | None) -> tuple:
+    """(worker processes to use, a warning or None): more workers than cores only adds overhead."""
+    n = cores()
+    if jobs is None:
+        return n, None
+    if jobs > n:
+        return n, f"--jobs {jobs} is more than the {n} core(s) here; using {n}"
+    return jobs, None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and a rename: readers see the old file or
+    the new one, never a part. On any failure the temporary file is removed; an ``OSError`` (a
+    full disk, permissions) becomes a one-line ``SaveError``."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        if not isinstance(e, OSError):
+            raise
+        full = "; the disk is full" if e.errno == errno.ENOSPC else ""
+        raise SaveError(f"{path}: cannot write: {e.strerror or e}{full}; every point finished before is saved, "
+                        f"re-run the same command to resume") from None
+
+
+def prepare_out(out: Path) -> Path:
+    """Create ``out/points`` and check that files can be written there; returns the points folder."""
+    pdir = Path(out) / "points"
+    try:
+        pdir.mkdir(parents=True, exist_ok=True)
+        probe = pdir / f".write-test{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ScenarioError(f"--out {out}: cannot write there: {e.strerror or e}") from None
+    return pdir
+
+
+def _owner(out: Path) -> tuple | None:
+    """(scenario name, source) of the results in ``out``, from its manifest; None if there are none."""
+    try:
+        m = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(m, dict):
+        return None
+    data = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
+    src = str(m.get("source", ""))
+    return m.get("scenario_name") or data.get("name") or Path(src).stem, src
+
+
+def claim_out(out: Path, sc, force: bool = False) -> list:
+    """Make sure ``out`` holds no other scenario's results. If it does: refuse (``ScenarioError``),
+    or with ``force`` remove them (saved points, CSVs, manifest and the files it lists) and return
+    what was removed, as short descriptions."""
+    out = Path(out)
+    owner = _owner(out)
+    if owner is None or owner[0] == sc.name:
+        return []
+    if not force:
+        raise ScenarioError(f"--out {out} holds the results of scenario {owner[0]!r} ({owner[1]}), not {sc.name!r}; "
+                            f"choose another --out, or add --force to remove them")
+    removed = []
+    pts = list((out / "points").glob("*.json"))
+    for f in pts:
+        f.unlink()
+    if pts:
+        removed.append(f"{len(pts)} saved point(s)")
+    try:
+        listed = json.loads((out / "manifest.json").read_text()).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        listed = []
+    for name in dict.fromkeys(list(OUTPUT_FILES) + [str(x) for x in listed]):
+        f = out / name
+        if "/" not in name and f.is_file():
+            f.unlink()
+            removed.append(name)
+    return removed
+
+
+def note_files(out: Path, paths: list) -> None:
+    """Add files written next to the results (plots, timelines) to the manifest's ``files``, so a
+    later ``--force`` run of another scenario removes them too."""
+    m = Path(out) / "manifest.json"
+    try:
+        d = json.loads(m.read_text())
+    except (OSError, ValueError):
+        return
+    names = [Path(p).name for p in paths if Path(p).parent == Path(out)]
+    d["files"] = list(dict.fromkeys(d.get("files", []) + names))
+    atomic_write(m, json.dumps(d, indent=2, sort_keys=True, default=str))
+
+
+def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, executor: str = "local",
+                 scheduler: str | None = None, progress: bool | None = None,
+                 dask_timeout: float = DASK_TIMEOUT_S) -> tuple:
+    """Run every point (saved ones are skipped unless ``force``), write results.csv, kernels.csv, manifest.json.
+
+    Returns (rows, kernel_rows). A point that fails is an error row; ``RunError`` means points were
+    lost to a dead worker; on any exception the finished points are saved and, if this run computed
+    any, the CSVs and a manifest with ``"complete": false`` are written."""
+    out = Path(out)
+    pdir = prepare_out(out)
+    claim_out(out, sc, force)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    prov = provenance.record()
+    keys = [pt.key() for pt in sc.points]
+    records = {} if force else _load_saved(sc, pdir, keys, prov["code_hash"])
+    todo, seen = [], set(records)
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            todo.append(i)
+    computed = 0
+
+    def save(j, res):
+        nonlocal computed
+        i = todo[j]
+        row, krows, _ = res
+        pt = sc.points[i]
+        rec = {"point": point_dict(pt), "row": row, "kernels": krows, "scenario": sc.name,
+               "config_hash": pt.config_hash, "provenance": prov}
+        text = json.dumps(rec, sort_keys=True, default=str)
+        atomic_write(pdir / f"{keys[i]}.json", text)
+        records[keys[i]] = json.loads(text)
+        computed += 1
+        bar.update()
+
+    def finish(complete: bool):
+        rows, krows = collect(sc, records, keys)
+        if complete or computed:
+            write_csvs(out, sc, rows, krows)
+        counts = {}
+        for r in rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        manifest = {"scenario": sc.data, "scenario_name": sc.name, "overrides": sc.overrides, "source": sc.source,
+                    "gpusim_version": prov["gpusim_version"], "git_revision": prov["git_revision"],
+                    "git_dirty": prov["git_dirty"], "code_hash": prov["code_hash"],
+                    "config_hashes": sc.config_hashes, "gpu_override_fields": sc.gpu_override_fields,
+                    "points": len(sc.points), "computed": computed, "status_counts": counts,
+                    "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
+                    "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        return rows, krows
+
+    finish(False)                     # claims ``out`` for this scenario before any work starts
+    points = [sc.points[i] for i in todo]
+    bar = Progress(len(todo), progress, cached=len(set(keys)) - len(todo))
+    fn = run_point                    # looked up at call time, so tests can replace it
+    try:
+        if points and executor == "dask":
+            run_dask(points, scheduler, save, no_worker_timeout=dask_timeout, fn=fn)
+        elif (jobs or 1) <= 1 or len(points) <= 1:
+            for j, pt in enumerate(points):
+                save(j, fn(pt))
+        else:
+            run_pool(points, jobs, save, fn=fn)
+    except BaseException:
+        bar.close()
+        if computed:
+            try:
+                finish(False)
+            except SaveError:
+                pass                  # the original error says why; the saved points are intact
+        raise
+    bar.close()
+    return finish(True)
+
+
+def _load_saved(sc, pdir: Path, keys: list, code_hash: str) -> dict:
+    """Saved points that parse, match their point and were computed by this code; anything else is recomputed."""
+    records = {}
+    for pt, k in zip(sc.points, keys):
+        if k in records:
+            continue
+        try:
+            d = json.loads((pdir / f"{k}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if (isinstance(d, dict) and isinstance(d.get("row"), dict) and isinstance(d.get("kernels"), list)
+                and d.get("point") == json.loads(json.dumps(point_dict(pt), default=str))
+                and d.get("config_hash") == pt.config_hash
+                and (d.get("provenance") or {}).get("code_hash") == code_hash):
+            records[k] = d
+    return records
+
+
+def collect(sc, records: dict, keys: list) -> tuple:
+    """results.csv and kernels.csv rows, in scenario order, for the points that have a record."""
+    rows, krows = [], []
+    for pt, k in zip(sc.points, keys):
+        d = records.get(k)
+        if d is None:
+            continue
+        row = {"gpu": pt.gpu, "kernel": pt.kernel}
+        for n in sc.param_names:
+            row[n] = pt.params.get(n, "")
+        for c in METRIC_COLUMNS:
+            row[c] = d["row"].get(c, "")
+        if sc.gpu_override_fields:
+            row["gpu_overrides"] = format_overrides(pt.gpu_overrides)
+        rows.append(row)
+        for kr in d["kernels"]:
+            kr = dict(kr)
+            kr["point"] = len(rows) - 1
+            krows.append(kr)
+    return rows, krows
+
+
+def result_columns(sc) -> list:
+    """results.csv's columns: gpu, kernel, the parameters, the metrics, then gpu_overrides if any."""
+    return ["gpu", "kernel"] + sc.param_names + list(METRIC_COLUMNS) + (
+        ["gpu_overrides"] if sc.gpu_override_fields else [])
+
+
+def write_csvs(out: Path, sc, rows: list, krows: list):
+    import csv
+    import io
+
+    for name, header, data in (("results.csv", result_columns(sc), rows), ("kernels.csv", list(KERNEL_COLUMNS), krows)):
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for r in data:
+            w.writerow({k: _fmt(r.get(k, "")) for k in header})
+        atomic_write(Path(out) / name, buf.getvalue())
+
+
+def _fmt(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v
+
+
+def log(msg: str) -> None:
+    print(f"gpusim: {msg}", file=sys.stderr)

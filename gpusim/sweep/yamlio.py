@@ -1,0 +1,190 @@
+"""Reading scenario YAML safely, and the one parser of ``--set KEY=VALUE`` overrides.
+
+The loader is PyYAML's safe loader with three changes: a key given twice in one mapping is an
+error (PyYAML silently keeps the last); numbers such as ``25e6`` are floats, as in YAML 1.2
+(YAML 1.1 makes them strings); and a document whose aliases expand to an absurd size (a "billion
+laughs" file) or refer to themselves is refused before anything walks it. Aliases stay shared
+references: nothing here copies a document, so a small file never becomes a large object.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from .errors import ScenarioError
+
+# A scenario is a few dozen lines; 1 MiB is far beyond any real one and PyYAML (pure Python)
+# still parses it in seconds.
+MAX_FILE_BYTES = 1 << 20
+# Values after expanding every alias. A real sweep has at most thousands; the point limit of a
+# sweep (scenario.MAX_POINTS) bounds the work, this bounds walking the document itself.
+MAX_EXPANDED_NODES = 1_000_000
+
+_FLOAT_12 = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                          |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                          |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                          |[-+]?\.(?:inf|Inf|INF)
+                          |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class _InputError(Exception):
+    """A problem in the YAML text; the caller prefixes where the text came from."""
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue
+            if first is not key_node:
+                m, m0 = key_node.start_mark, first.start_mark
+                raise _InputError(f"line {m.line + 1}, column {m.column + 1}: duplicate key {key!r} "
+                                  f"(first at line {m0.line + 1}); each key may appear once")
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [r for r in rs if r[0] != "tag:yaml.org,2002:float"]
+    for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _children(node):
+    if isinstance(node, yaml.MappingNode):
+        return [x for kv in node.value for x in kv]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
+
+
+def _check_size(root) -> None:
+    """Count the nodes the document has once every alias is expanded, without expanding it."""
+    size, on_path = {}, set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        i = id(node)
+        if finished:
+            on_path.discard(i)
+            size[i] = 1 + sum(size[id(c)] for c in _children(node))
+            if size[i] > MAX_EXPANDED_NODES:
+                raise _InputError(f"aliases expand to more than {MAX_EXPANDED_NODES:,} values (an alias bomb?); "
+                                  f"write the values out or use fewer aliases")
+            continue
+        if i in size:
+            continue
+        if i in on_path:
+            m = node.start_mark
+            raise _InputError(f"line {m.line + 1}: a YAML alias refers to a node that contains it; "
+                              f"recursive structures are not allowed")
+        on_path.add(i)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in size)
+
+
+def loads(text: str):
+    """Parse one YAML document with the checks above; raises ``yaml.YAMLError`` or ``_InputError``."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+    return f"YAML syntax error at {where}: {getattr(e, 'problem', None) or e}"
+
+
+def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
+    """The parsed document of ``path``; every failure is a one-line ``ScenarioError`` naming the file."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ScenarioError(f"{p}: {size:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: file not found") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{p}: is a directory, expected {expected}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected {expected}") from None
+    except OSError as e:
+        raise ScenarioError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        return loads(text)
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{p}: {_yaml_problem(e)}") from None
+    except _InputError as e:
+        raise ScenarioError(f"{p}: {e}") from None
+
+
+def storage_path(key: str) -> list:
+    """Where a ``--set`` field path lives in the scenario: ``gpu.FIELD`` is a GPU override
+    (``gpu_overrides.FIELD``) and ``sweep.gpu.FIELD`` is one sweep key (``gpu.FIELD``)."""
+    parts = key.strip().split(".")
+    if parts[0] == "gpu" and len(parts) > 1:
+        return ["gpu_overrides", ".".join(parts[1:])]
+    if parts[0] == "sweep" and len(parts) > 2 and parts[1] == "gpu":
+        return ["sweep", ".".join(parts[1:])]
+    return parts
+
+
+def parse_assignment(a: str, src: str = "--set") -> tuple:
+    """``KEY=VALUE`` -> (field path as a list, value parsed as YAML). The one parser of ``--set``."""
+    if "=" not in a:
+        raise ScenarioError(f"{src} {a!r}: expected KEY=VALUE with a dotted field path, "
+                            f"e.g. params.head_dim=128 or sweep.seq_len=[512,1024]")
+    key, raw = a.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ScenarioError(f"{src} {a!r}: empty field path {key.strip()!r}; expected e.g. params.head_dim=128")
+    try:
+        val = loads(raw)
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{src} {a!r}: {key.strip()}: value {raw!r} is not valid YAML "
+                            f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
+    except _InputError as e:
+        raise ScenarioError(f"{src} {a!r}: {key.strip()}: {e}") from None
+    return storage_path(key), val
+
+
+def _short(v, n=60) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def apply_set(data: dict, assignments: list, src: str = "--set") -> dict:
+    """Apply ``key=value`` overrides to ``data``, copying only the mappings on each changed path
+    (``data`` itself is not modified; nothing else is copied, so shared aliases stay shared)."""
+    data = dict(data)
+    for a in assignments or []:
+        parts, val = parse_assignment(a, src)
+        cur = data
+        for depth, part in enumerate(parts[:-1]):
+            nxt = cur.get(part)
+            if nxt is None:
+                nxt = {}
+            elif not isinstance(nxt, dict):
+                raise ScenarioError(f"{src} {a!r}: {'.'.join(parts[:depth + 1])} is {_short(nxt)}, "
+                                    f"not a mapping, so it has no field {parts[depth + 1]!r}")
+            else:
+                nxt = dict(nxt)
+            cur[part] = nxt
+            cur = nxt
+        cur[parts[-1]] = val
+    return data
