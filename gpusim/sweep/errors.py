@@ -12,3 +12,12 @@ class SaveError(ScenarioError):
 
 class RunError(RuntimeError):
     """The run could not finish (a worker process died, the cluster failed); finished points are saved."""
+
+
+def field_error(fld: str, msg: str):
+    """A validation error of scenario field ``fld`` (a path such as ``sweep.n[1]``) with the
+    one-line message ``msg``; raised inside the pydantic model, turned back into one line by
+    ``scenario.load_scenario``."""
+    from pydantic_core import PydanticCustomError
+
+    return PydanticCustomError("scenario", "{message}", {"message": msg, "field": fld})

@@ -13,8 +13,8 @@ LINE_STEP = 0.10   # off a terminal, a line per this fraction of the points
 class Progress:
     """``enabled``: None = a bar on a terminal, lines elsewhere; True = always the bar; False = silent."""
 
-    def __init__(self, total: int, enabled: bool | None = None, cached: int = 0, stream=None):
-        self.total, self.done, self.cached = total, 0, cached
+    def __init__(self, total: int, enabled: bool | None = None, cached: int = 0, stream=None, what: str = ""):
+        self.total, self.done, self.cached, self.what = total, 0, cached, what
         self.stream = stream if stream is not None else sys.stderr
         tty = getattr(self.stream, "isatty", lambda: False)()
         self.mode = "off" if enabled is False or total <= 0 else ("bar" if enabled or tty else "lines")
@@ -22,7 +22,7 @@ class Progress:
         self._next_line = LINE_STEP
         self._bar = None
         if self.mode == "bar":
-            self._bar = tqdm(total=total, file=self.stream, unit=" points", desc="gpusim", mininterval=0.1,
+            self._bar = tqdm(total=total, file=self.stream, unit=" points", desc=f"gpusim{what}", mininterval=0.1,
                              dynamic_ncols=True, leave=True)
             if cached:
                 self._bar.set_postfix_str(f"+{cached} saved")
@@ -42,7 +42,7 @@ class Progress:
             rate = self.done / el if el > 0 else 0.0
             left = tqdm.format_interval((self.total - self.done) / rate) if rate else "?"
             saved = f" (+{self.cached} saved)" if self.cached else ""
-            self.stream.write(f"gpusim: {self.done}/{self.total} points{saved} ({self.done / self.total:.0%}) "
+            self.stream.write(f"gpusim{self.what}: {self.done}/{self.total} points{saved} ({self.done / self.total:.0%}) "
                               f"in {tqdm.format_interval(el)}, {rate:.2f} points/s, {left} left\n")
             self.stream.flush()
 

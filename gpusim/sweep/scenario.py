@@ -21,19 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic import field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ..hardware import ConfigError, GPUConfig, load_gpu
+from ..hardware import ConfigError, GPUConfig
 from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
-from .errors import RunError, ScenarioError  # noqa: F401  (re-exported: the errors of loading a scenario)
+from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
+from .gpus import GPU_FIELDS, resolve_gpu, with_overrides
 from .point import Point
+from .progress import Progress
 from .yamlio import apply_set, read_yaml, storage_path
 
 # Refuse larger sweeps unless asked (--max-points): at the simulator's ~0.05-1 s per point a
 # hundred thousand points is already hours of CPU, and a typo such as one extra list is
 # usually what makes a sweep explode.
 MAX_POINTS = 100_000
-# GPU fields that describe rather than parametrize the hardware; they cannot be overridden.
-NOT_OVERRIDABLE = ("name", "description", "sources", "measurements", "provenance")
-GPU_FIELDS = tuple(f for f in GPUConfig.model_fields if f not in NOT_OVERRIDABLE)
+# Expanding costs tens of microseconds a point: from this many points on (seconds) it shows progress.
+SHOW_EXPANSION = 50_000
 
 _Value = Annotated[Any, WithJsonSchema({"type": ["integer", "number", "boolean", "string"]})]
 
@@ -46,10 +47,6 @@ def _did_you_mean(word, options):
 def _short(v, n=60) -> str:
     s = repr(v)
     return s if len(s) <= n else s[:n - 3] + "..."
-
-
-def _bad(fld: str, msg: str) -> PydanticCustomError:
-    return PydanticCustomError("scenario", "{message}", {"message": msg, "field": fld})
 
 
 def _expected(pname: str) -> str:
@@ -100,7 +97,7 @@ class ScenarioFile(BaseModel):
         if isinstance(sweep, dict) and all(isinstance(v, list) for v in sweep.values()):
             n = math.prod(len(v) for v in sweep.values())
             if n > limit:
-                raise _bad("sweep", f"{n:,} points (the product of the sweep lists' lengths), more than the limit "
+                raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths), more than the limit "
                                     f"of {limit:,}; narrow the sweep, or allow it with --max-points {n}")
         return data
 
@@ -108,28 +105,28 @@ class ScenarioFile(BaseModel):
     @classmethod
     def _name(cls, v):
         if not isinstance(v, str) or not v:
-            raise _bad("name", f"must be a non-empty string, got {_short(v)}")
+            raise field_error("name", f"must be a non-empty string, got {_short(v)}")
         return v
 
     @field_validator("description", mode="before")
     @classmethod
     def _description(cls, v):
         if not isinstance(v, str):
-            raise _bad("description", f"must be a string, got {_short(v)}")
+            raise field_error("description", f"must be a string, got {_short(v)}")
         return v
 
     @field_validator("gpu", mode="before")
     @classmethod
     def _gpu(cls, v):
         if not isinstance(v, str) or not v:
-            raise _bad("gpu", f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(v)}")
+            raise field_error("gpu", f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(v)}")
         return v
 
     @field_validator("kernel", mode="before")
     @classmethod
     def _kernel(cls, v):
         if v is not None and not (isinstance(v, str) and v in KERNELS):
-            raise _bad("kernel", f"unknown kernel {_short(v)}{_did_you_mean(v, KERNELS)}; "
+            raise field_error("kernel", f"unknown kernel {_short(v)}{_did_you_mean(v, KERNELS)}; "
                                  f"available: {', '.join(KERNELS)}")
         return v
 
@@ -139,7 +136,7 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise _bad("params", f"must be a mapping of parameter: value, got {_short(v)}")
+            raise field_error("params", f"must be a mapping of parameter: value, got {_short(v)}")
         return v
 
     @field_validator("sweep", mode="before")
@@ -148,26 +145,26 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise _bad("sweep", f"must be a mapping of field: [values], got {_short(v)}")
+            raise field_error("sweep", f"must be a mapping of field: [values], got {_short(v)}")
         sweepable = ("gpu", "kernel") + ALL_PARAM_NAMES
         for k, vals in v.items():
             if isinstance(k, str) and k.startswith("gpu.") and k[4:] not in GPU_FIELDS:
-                raise _bad(f"sweep.{k}", f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
+                raise field_error(f"sweep.{k}", f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
                                          f"GPU fields: {', '.join(GPU_FIELDS)}")
             if k not in sweepable and not str(k).startswith("gpu."):
-                raise _bad(f"sweep.{k}", f"unknown parameter{_did_you_mean(k, sweepable)}; "
+                raise field_error(f"sweep.{k}", f"unknown parameter{_did_you_mean(k, sweepable)}; "
                                          f"sweepable: {', '.join(sweepable)}, gpu.<field>")
             if not isinstance(vals, list):
-                raise _bad(f"sweep.{k}", f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
+                raise field_error(f"sweep.{k}", f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
             if not vals:
-                raise _bad(f"sweep.{k}", "is an empty list []; give at least one value")
+                raise field_error(f"sweep.{k}", "is an empty list []; give at least one value")
         for i, g in enumerate(v.get("gpu", [])):
             if not isinstance(g, str) or not g:
-                raise _bad(f"sweep.gpu[{i}]",
+                raise field_error(f"sweep.gpu[{i}]",
                            f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(g)}")
         for i, k in enumerate(v.get("kernel", [])):
             if not (isinstance(k, str) and k in KERNELS):
-                raise _bad(f"sweep.kernel[{i}]", f"unknown kernel {_short(k)}{_did_you_mean(k, KERNELS)}; "
+                raise field_error(f"sweep.kernel[{i}]", f"unknown kernel {_short(k)}{_did_you_mean(k, KERNELS)}; "
                                                  f"available: {', '.join(KERNELS)}")
         return v
 
@@ -175,14 +172,14 @@ class ScenarioFile(BaseModel):
     @classmethod
     def _check(cls, v):
         if not (v == "auto" or isinstance(v, bool)):
-            raise _bad("check", f"must be auto, true or false, got {_short(v)}")
+            raise field_error("check", f"must be auto, true or false, got {_short(v)}")
         return v
 
     @field_validator("fidelity", mode="before")
     @classmethod
     def _fidelity(cls, v):
         if v not in ("fast", "full"):
-            raise _bad("fidelity", f"must be fast or full, got {_short(v)}")
+            raise field_error("fidelity", f"must be fast or full, got {_short(v)}")
         return v
 
     @field_validator("gpu_overrides", mode="before")
@@ -191,10 +188,10 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise _bad("gpu_overrides", f"must be a mapping of GPU field: value, got {_short(v)}")
+            raise field_error("gpu_overrides", f"must be a mapping of GPU field: value, got {_short(v)}")
         for k in v:
             if k not in GPU_FIELDS:
-                raise _bad(f"gpu_overrides.{k}", f"unknown GPU field {k!r}{_did_you_mean(k, GPU_FIELDS)}; "
+                raise field_error(f"gpu_overrides.{k}", f"unknown GPU field {k!r}{_did_you_mean(k, GPU_FIELDS)}; "
                                                  f"GPU fields: {', '.join(GPU_FIELDS)}")
         return v
 
@@ -203,21 +200,21 @@ class ScenarioFile(BaseModel):
     def _consistent(self, info: ValidationInfo):
         kernels = self.kernels()
         if kernels == [None]:
-            raise _bad("kernel", f"missing; choose one of {', '.join(KERNELS)}")
+            raise field_error("kernel", f"missing; choose one of {', '.join(KERNELS)}")
         taken = list(dict.fromkeys(p.name for k in kernels for p in KERNELS[k].params))
         for pname, val in self.params.items():
             if pname not in ALL_PARAM_NAMES:
-                raise _bad(f"params.{pname}", f"unknown parameter{_did_you_mean(pname, taken)}; "
+                raise field_error(f"params.{pname}", f"unknown parameter{_did_you_mean(pname, taken)}; "
                                               f"{_taking(kernels, 'take')}: {', '.join(taken)}")
             if pname not in taken:
-                raise _bad(f"params.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}"
+                raise field_error(f"params.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}"
                                               f"{_did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
             _check_value(f"params.{pname}", kernels, pname, val)
         for pname, vals in self.sweep.items():
             if pname in ("gpu", "kernel") or pname.startswith("gpu."):
                 continue
             if pname not in taken:
-                raise _bad(f"sweep.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}; "
+                raise field_error(f"sweep.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}; "
                                              f"parameters: {', '.join(taken)}")
             for i, v in enumerate(vals):
                 _check_value(f"sweep.{pname}[{i}]", kernels, pname, v)
@@ -230,7 +227,7 @@ class ScenarioFile(BaseModel):
             try:
                 cfg = resolve_gpu(g, base_dir)
             except ConfigError as e:
-                raise _bad(where, str(e)) from None
+                raise field_error(where, str(e)) from None
             fixed, _ = with_overrides(cfg, self.gpu_overrides, "gpu_overrides")
             for k, vals in self.sweep.items():
                 if k.startswith("gpu."):
@@ -254,59 +251,14 @@ class ScenarioFile(BaseModel):
 def _check_value(fld: str, kernels: list, name: str, val):
     """Validate one parameter value against every kernel in the scenario that takes it."""
     if val is None:
-        raise _bad(fld, f"no value given; expected {_expected(name)}")
+        raise field_error(fld, f"no value given; expected {_expected(name)}")
     for k in kernels:
         if KERNELS[k].param(name) is None:
             continue
         try:
             resolve_params(k, {name: val})
         except KernelParamError as e:
-            raise _bad(fld, str(e)) from None
-
-
-def _load_gpu(g: str) -> GPUConfig:
-    """``load_gpu`` with a did-you-mean for unknown fields in a GPU YAML given by path."""
-    try:
-        return load_gpu(g)
-    except ConfigError as e:
-        m = re.search(r"field (\w+): Extra inputs are not permitted", str(e))
-        if not m:
-            raise
-        fields = list(GPUConfig.model_fields)
-        raise ConfigError(f"{g}: unknown field {m.group(1)!r}{_did_you_mean(m.group(1), fields)}; "
-                          f"GPU fields: {', '.join(fields)}") from None
-
-
-def resolve_gpu(g: str, base_dir: Path) -> GPUConfig:
-    """A GPU named in a scenario: a path (has a / or ends in .yaml) relative to the scenario's
-    folder, then to the working directory; otherwise a config name from configs/."""
-    if not ("/" in g or "\\" in g or g.endswith((".yaml", ".yml"))):
-        return _load_gpu(g)
-    p = Path(g).expanduser()
-    tried = [p] if p.is_absolute() else list(dict.fromkeys([base_dir / p, p]))
-    for c in tried:
-        if c.is_file():
-            if c.suffix not in (".yaml", ".yml"):
-                raise ConfigError(f"{c}: a GPU config file must end in .yaml or .yml")
-            return _load_gpu(str(c))
-    raise ConfigError(f"{g}: file not found (looked for {' and '.join(str(c) for c in tried)})")
-
-
-def with_overrides(cfg: GPUConfig, overrides: dict, where: str) -> tuple:
-    """(``cfg`` with ``overrides`` applied and validated by ``GPUConfig``, the validated values)."""
-    if not overrides:
-        return cfg, {}
-    try:
-        new = GPUConfig.model_validate({**cfg.model_dump(), **overrides})
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        got = f" (got {_short(err['input'])})" if err["loc"] else ""
-        if where == "gpu_overrides" and err["loc"] and err["loc"][0] in overrides:
-            where = f"gpu_overrides.{err['loc'][0]}"
-        raise _bad(where, f"{cfg.name} with {', '.join(f'{k}={v}' for k, v in overrides.items())}: "
-                          f"{loc + ': ' if loc else ''}{err['msg']}{got}") from None
-    return new, {k: getattr(new, k) for k in overrides}
+            raise field_error(fld, str(e)) from None
 
 
 @dataclass
@@ -388,7 +340,10 @@ def expand(model: ScenarioFile) -> list:
     """The sweep's cartesian product as points (scenario order: the last sweep key varies fastest)."""
     names = list(model.sweep)
     points, configs = [], {}
+    total = math.prod(len(v) for v in model.sweep.values())
+    bar = Progress(total, enabled=None if total >= SHOW_EXPANSION else False, what=" expanding the sweep")
     for combo in itertools.product(*(model.sweep[k] for k in names)):
+        bar.update()
         d = dict(zip(names, combo))
         gpu = d.pop("gpu", model.gpu)
         kernel = d.pop("kernel", model.kernel)
@@ -406,6 +361,7 @@ def expand(model: ScenarioFile) -> list:
         try:
             resolved = resolve_params(kernel, p)
         except KernelParamError as e:
-            raise _bad(f"params.{e.field}", f"{kernel}: {e}") from None
+            raise field_error(f"params.{e.field}", f"{kernel}: {e}") from None
         points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov))
+    bar.close()
     return points

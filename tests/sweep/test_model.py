@@ -183,3 +183,13 @@ def test_schema_command_in_a_real_process():
     r = subprocess.run([sys.executable, "-m", "gpusim", "schema"], capture_output=True, text=True, cwd=REPO,
                        timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["additionalProperties"] is False
+
+
+def test_large_expansion_shows_progress(tmp_path, capsys, monkeypatch):
+    from gpusim.sweep import scenario
+
+    monkeypatch.setattr(scenario, "SHOW_EXPANSION", 10)
+    p = _write(tmp_path, "kernel: elementwise_fused\nsweep: {n: [1024, 2048, 4096, 8192, 16384], BLOCK: [128, 256]}\n")
+    assert len(load_scenario(p).points) == 10
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 10 and lines[-1].startswith("gpusim expanding the sweep: 10/10 points (100%)")
