@@ -83,13 +83,13 @@ def _cmd_run(args):
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
     runner.prepare_out(out)
-    removed = runner.claim_out(out, sc, force=args.force)
-    if removed:
-        print(f"gpusim: --force: removed {', '.join(removed)} of another scenario from {out}", file=sys.stderr)
     if executor == "dask":
         from .sweep.executors import check_scheduler
 
         check_scheduler(args.scheduler)
+    removed = runner.claim_out(out, sc, force=args.force)
+    if removed:
+        print(f"gpusim: --force: removed {', '.join(removed)} of another scenario from {out}", file=sys.stderr)
     jobs, warning = runner.cap_jobs(args.jobs)
     if warning:
         print(f"gpusim: warning: {warning}", file=sys.stderr)

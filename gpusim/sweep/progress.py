@@ -22,7 +22,7 @@ class Progress:
         self._next_line = LINE_STEP
         self._bar = None
         if self.mode == "bar":
-            self._bar = tqdm(total=total, file=self.stream, unit=" points", desc=f"gpusim{what}", mininterval=0.1,
+            self._bar = tqdm(total=total, file=self.stream, unit="point", desc=f"gpusim{what}", mininterval=0.1,
                              dynamic_ncols=True, leave=True)
             if cached:
                 self._bar.set_postfix_str(f"+{cached} saved")

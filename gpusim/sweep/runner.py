@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -271,7 +270,3 @@ def _fmt(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     return v
-
-
-def log(msg: str) -> None:
-    print(f"gpusim: {msg}", file=sys.stderr)

@@ -114,7 +114,7 @@ def test_progress_bar_when_enabled():
         bar.update()
     bar.close()
     err = stream.getvalue()
-    assert "\r" in err and "4/4" in err and "+2 saved" in err and "points/s" in err
+    assert "\r" in err and "4/4" in err and "+2 saved" in err and "point/s" in err
     assert err.endswith("\n")
 
 
