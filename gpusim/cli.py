@@ -157,6 +157,8 @@ def _parse_sets(pairs):
 
     params = {}
     for a in pairs or []:
+        if "=" not in a:
+            raise UsageError(f"--set {a!r}: expected NAME=VALUE, e.g. --set seq_len=1024")
         parts, val = parse_assignment(a)
         params[".".join(parts[1:] if parts[0] == "params" else parts)] = val
     return params

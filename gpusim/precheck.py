@@ -140,6 +140,24 @@ def check_options(check, fidelity, max_work=None) -> None:
         raise ValueError(f"check must be True, False or 'auto', got {check!r}")
     if fidelity not in ("fast", "full"):
         raise ValueError(f"fidelity must be 'fast' or 'full', got {fidelity!r}")
+    if max_work_problem(max_work):
+        raise ValueError(f"max_work must be a positive number of work units, got {max_work!r}")
+
+
+def max_work_problem(max_work) -> str | None:
+    """Why ``max_work`` is not a valid work limit (None, or a positive number), or None."""
     if max_work is not None and (isinstance(max_work, bool) or not isinstance(max_work, (int, float))
                                  or not max_work > 0):
-        raise ValueError(f"max_work must be a positive number of work units, got {max_work!r}")
+        return "must be a positive number of work units (e.g. 1e8)"
+    return None
+
+
+def read_max_work(max_work):
+    """``max_work`` as written in a scenario or ``--set``: YAML 1.1 reads ``1e8`` (no dot) as a
+    string, so a string that parses as a number is taken as that number; anything else unchanged."""
+    if isinstance(max_work, str):
+        try:
+            return float(max_work)
+        except ValueError:
+            pass
+    return max_work

@@ -51,6 +51,8 @@ def resolve_gpu(g: str, base_dir: Path) -> GPUConfig:
             if c.suffix not in (".yaml", ".yml"):
                 raise ConfigError(f"{c}: a GPU config file must end in .yaml or .yml")
             return _load_gpu(str(c))
+        if c.is_dir():
+            raise ConfigError(f"{c}: is a directory, expected a GPU YAML file")
     raise ConfigError(f"{g}: file not found (looked for {' and '.join(str(c) for c in tried)})")
 
 

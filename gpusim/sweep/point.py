@@ -29,6 +29,7 @@ class Point:
     config: GPUConfig | None = field(default=None, compare=False, repr=False)
     config_hash: str = ""
     gpu_overrides: dict = field(default_factory=dict)
+    max_work: float | None = field(default=None, compare=False)   # precheck's limit: refuses, never changes numbers
 
     def key(self) -> str:
         from .. import __version__
@@ -59,7 +60,7 @@ def run_point(point: Point, timeline: bool = False):
 
     try:
         r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
-                     timeline=timeline, **point.params)
+                     timeline=timeline, max_work=point.max_work, **point.params)
     except Exception as e:  # a failing point is recorded and the sweep goes on
         msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
         return {"status": "error", "reason": msg}, [], None

@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from ..hardware import ConfigError, GPUConfig
 from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
+from ..precheck import max_work_problem, read_max_work
 from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
 from .gpus import GPU_FIELDS, resolve_gpu, with_overrides
 from .point import Point
@@ -85,6 +86,8 @@ class ScenarioFile(BaseModel):
                         "(a GPU config field, for hardware what-ifs)")
     check: Literal["auto"] | bool = Field("auto", description="compare against the numpy executor")
     fidelity: Literal["fast", "full"] = Field("fast", description="fast samples CTAs; full simulates all")
+    max_work: float | None = Field(None, gt=0, description="work limit of one point (see gpusim.precheck); "
+                                                         "raise it for larger points")
     gpu_overrides: dict[str, Any] = Field({}, description="GPU config fields to change for every point "
                                                           "(`--set gpu.<field>=VALUE` writes here)")
     _configs: dict = PrivateAttr(default_factory=dict)   # GPU name -> (named config, with gpu_overrides)
@@ -180,6 +183,15 @@ class ScenarioFile(BaseModel):
     def _fidelity(cls, v):
         if v not in ("fast", "full"):
             raise field_error("fidelity", f"must be fast or full, got {_short(v)}")
+        return v
+
+    @field_validator("max_work", mode="before")
+    @classmethod
+    def _max_work(cls, v):
+        v = read_max_work(v)
+        why = max_work_problem(v)
+        if why:
+            raise field_error("max_work", f"{why}, got {_short(v)}")
         return v
 
     @field_validator("gpu_overrides", mode="before")
@@ -362,6 +374,6 @@ def expand(model: ScenarioFile) -> list:
             resolved = resolve_params(kernel, p)
         except KernelParamError as e:
             raise field_error(f"params.{e.field}", f"{kernel}: {e}") from None
-        points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov))
+        points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work))
     bar.close()
     return points
