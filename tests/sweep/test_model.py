@@ -153,7 +153,7 @@ def test_no_override_no_column(tmp_path):
 @pytest.mark.parametrize("text,sets,needles", [
     ("sweep: {gpu.l2_bytes: [25e6, -1]}\n", [], ["sweep.gpu.l2_bytes[1]", "h100 with l2_bytes=-1", "greater than 0"]),
     ("sweep: {gpu.l2_byte: [1]}\n", [], ["sweep.gpu.l2_byte", "unknown GPU field", "did you mean 'l2_bytes'"]),
-    ("", ["gpu.sram_bytes_per_sm=1024"], ["gpu_overrides (from --set gpu.sram_bytes_per_sm=1024)",
+    ("", ["gpu.sram_bytes_per_sm=100000"], ["gpu_overrides (from --set gpu.sram_bytes_per_sm=100000)",
                                           "sram_bytes_per_cta_max cannot exceed sram_bytes_per_sm"]),
     ("", ["gpu.l2_bytes=lots"], ["gpu_overrides.l2_bytes (from --set gpu.l2_bytes=lots)", "l2_bytes", "'lots'"]),
     ("", ["gpu.sm_cnt=3"], ["gpu_overrides.sm_cnt (from --set gpu.sm_cnt=3)", "did you mean 'sm_count'"]),
