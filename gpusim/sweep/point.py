@@ -30,12 +30,15 @@ class Point:
     config_hash: str = ""
     gpu_overrides: dict = field(default_factory=dict)
     max_work: float | None = field(default=None, compare=False)   # precheck's limit: refuses, never changes numbers
+    kernel_ref: str = ""          # what simulate() is given: a kernel file's absolute path:name ("" = kernel)
+    kernel_hash: str = ""         # hash of a kernel file's text ("" for built-ins, covered by the code hash)
 
     def key(self) -> str:
         from .. import __version__
         from ..backends.sim.cost import resources_mode
 
         blob = json.dumps({"point": point_dict(self), "config": self.config_hash, "version": __version__,
+                           **({"kernel_source": self.kernel_hash} if self.kernel_hash else {}),
                            "code": provenance.code_hash(), "resources": resources_mode()},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -59,7 +62,7 @@ def run_point(point: Point, timeline: bool = False):
     from ..api import simulate
 
     try:
-        r = simulate(point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
+        r = simulate(point.kernel_ref or point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
                      timeline=timeline, max_work=point.max_work, **point.params)
     except Exception as e:  # a failing point is recorded and the sweep goes on
         msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]

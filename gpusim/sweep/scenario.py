@@ -9,6 +9,7 @@ model (``gpusim schema`` prints its JSON Schema); running points is ``runner``'s
 from __future__ import annotations
 
 import difflib
+import hashlib
 import itertools
 import json
 import math
@@ -22,7 +23,7 @@ from pydantic import field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..hardware import ConfigError, GPUConfig
-from ..kernels import ALL_PARAM_NAMES, KERNELS, KernelParamError, resolve_params
+from ..kernels import ALL_PARAM_NAMES, KERNELS, Kernel, KernelParamError, resolve_kernel
 from ..precheck import max_work_problem, read_max_work
 from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
 from .gpus import GPU_FIELDS, resolve_gpu, with_overrides
@@ -70,6 +71,44 @@ def _taking(kernels: list, verb: str) -> str:
     return f"{' and '.join(kernels)} {verb}{('es' if verb == 'do' else 's') if len(kernels) == 1 else ''}"
 
 
+def _context_dir(info: ValidationInfo) -> Path:
+    return Path((info.context or {}).get("base_dir", "."))
+
+
+def _is_file_kernel(name) -> bool:
+    return isinstance(name, str) and ":" in name
+
+
+def kernel_of(name: str, base_dir: Path, fld: str = "kernel") -> Kernel:
+    """The Kernel a scenario names: a built-in, ``path/to/file.py:name`` (relative to the scenario
+    file's folder) or ``module:name``; a one-line field error otherwise."""
+    if not _is_file_kernel(name) and name not in KERNELS:
+        raise field_error(fld, f"unknown kernel {_short(name)}{_did_you_mean(name, KERNELS)}; "
+                               f"available: {', '.join(KERNELS)} (or path/to/file.py:name)")
+    try:
+        return resolve_kernel(name, base_dir)
+    except KernelParamError as e:
+        raise field_error(fld, str(e)) from None
+
+
+def kernel_ref(name: str, base_dir: Path) -> str:
+    """What a worker process passes to ``simulate``: a kernel file's path made absolute (workers
+    may run elsewhere in the tree); built-in and ``module:name`` kernels as given."""
+    where, _, attr = name.rpartition(":")
+    if where and (where.endswith(".py") or "/" in where) and not Path(where).is_absolute():
+        return f"{(base_dir / where).resolve()}:{attr}"
+    return name
+
+
+def kernel_source_hash(name: str, base_dir: Path) -> str:
+    """Hash of a kernel file's text (part of the cache key: an edited kernel is re-simulated), or ""."""
+    ref = kernel_ref(name, base_dir)
+    where = ref.rpartition(":")[0]
+    if where and (where.endswith(".py") or "/" in where):
+        return hashlib.sha256(Path(where).read_bytes()).hexdigest()[:16]
+    return ""
+
+
 class ScenarioFile(BaseModel):
     """A scenario YAML file. Unknown keys are errors; paths are relative to the file's folder."""
 
@@ -79,7 +118,8 @@ class ScenarioFile(BaseModel):
     description: str = Field("", description="free text")
     gpu: str = Field("h100", description="GPU config name (see `gpusim gpus`) or path to a GPU YAML, "
                                          "relative to the scenario file")
-    kernel: str | None = Field(None, description="kernel name (see `gpusim kernels`); required unless swept")
+    kernel: str | None = Field(None, description="kernel name (see `gpusim kernels`) or path/to/file.py:name "
+                                                 "(relative to the scenario file); required unless swept")
     params: dict[str, _Value] = Field({}, description="kernel parameters (defaults fill the rest)")
     sweep: dict[str, Annotated[list[_Value], Field(min_length=1)]] = Field(
         {}, description="cartesian product: a list of values for any parameter, `gpu`, `kernel` or `gpu.<field>` "
@@ -91,6 +131,8 @@ class ScenarioFile(BaseModel):
     gpu_overrides: dict[str, Any] = Field({}, description="GPU config fields to change for every point "
                                                           "(`--set gpu.<field>=VALUE` writes here)")
     _configs: dict = PrivateAttr(default_factory=dict)   # GPU name -> (named config, with gpu_overrides)
+    _kernels: dict = PrivateAttr(default_factory=dict)   # kernel as written -> Kernel
+    _base_dir: Path = PrivateAttr(default=Path("."))
 
     @model_validator(mode="before")
     @classmethod
@@ -127,10 +169,11 @@ class ScenarioFile(BaseModel):
 
     @field_validator("kernel", mode="before")
     @classmethod
-    def _kernel(cls, v):
-        if v is not None and not (isinstance(v, str) and v in KERNELS):
-            raise field_error("kernel", f"unknown kernel {_short(v)}{_did_you_mean(v, KERNELS)}; "
-                                 f"available: {', '.join(KERNELS)}")
+    def _kernel(cls, v, info: ValidationInfo):
+        if v is not None:
+            if not isinstance(v, str):
+                raise field_error("kernel", f"unknown kernel {_short(v)}; available: {', '.join(KERNELS)}")
+            kernel_of(v, _context_dir(info))
         return v
 
     @field_validator("params", mode="before")
@@ -144,7 +187,7 @@ class ScenarioFile(BaseModel):
 
     @field_validator("sweep", mode="before")
     @classmethod
-    def _sweep(cls, v):
+    def _sweep(cls, v, info: ValidationInfo):
         if v is None:
             return {}
         if not isinstance(v, dict):
@@ -154,7 +197,9 @@ class ScenarioFile(BaseModel):
             if isinstance(k, str) and k.startswith("gpu.") and k[4:] not in GPU_FIELDS:
                 raise field_error(f"sweep.{k}", f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
                                          f"GPU fields: {', '.join(GPU_FIELDS)}")
-            if k not in sweepable and not str(k).startswith("gpu."):
+            file_kernels = any(_is_file_kernel(x) for x in [info.data.get("kernel"), *(
+                v.get("kernel") if isinstance(v.get("kernel"), list) else [])])
+            if k not in sweepable and not str(k).startswith("gpu.") and not file_kernels:
                 raise field_error(f"sweep.{k}", f"unknown parameter{_did_you_mean(k, sweepable)}; "
                                          f"sweepable: {', '.join(sweepable)}, gpu.<field>")
             if not isinstance(vals, list):
@@ -166,9 +211,9 @@ class ScenarioFile(BaseModel):
                 raise field_error(f"sweep.gpu[{i}]",
                            f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(g)}")
         for i, k in enumerate(v.get("kernel", [])):
-            if not (isinstance(k, str) and k in KERNELS):
-                raise field_error(f"sweep.kernel[{i}]", f"unknown kernel {_short(k)}{_did_you_mean(k, KERNELS)}; "
-                                                 f"available: {', '.join(KERNELS)}")
+            if not isinstance(k, str):
+                raise field_error(f"sweep.kernel[{i}]", f"unknown kernel {_short(k)}; available: {', '.join(KERNELS)}")
+            kernel_of(k, _context_dir(info), f"sweep.kernel[{i}]")
         return v
 
     @field_validator("check", mode="before")
@@ -213,15 +258,18 @@ class ScenarioFile(BaseModel):
         kernels = self.kernels()
         if kernels == [None]:
             raise field_error("kernel", f"missing; choose one of {', '.join(KERNELS)}")
-        taken = list(dict.fromkeys(p.name for k in kernels for p in KERNELS[k].params))
+        self._base_dir = _context_dir(info)
+        for k in kernels:
+            self._kernels[k] = kernel_of(k, self._base_dir)
+        taken = list(dict.fromkeys(p.name for k in kernels for p in self._kernels[k].params))
         for pname, val in self.params.items():
-            if pname not in ALL_PARAM_NAMES:
+            if pname not in ALL_PARAM_NAMES and pname not in taken:
                 raise field_error(f"params.{pname}", f"unknown parameter{_did_you_mean(pname, taken)}; "
                                               f"{_taking(kernels, 'take')}: {', '.join(taken)}")
             if pname not in taken:
                 raise field_error(f"params.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}"
                                               f"{_did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
-            _check_value(f"params.{pname}", kernels, pname, val)
+            _check_value(f"params.{pname}", self._kernels, pname, val)
         for pname, vals in self.sweep.items():
             if pname in ("gpu", "kernel") or pname.startswith("gpu."):
                 continue
@@ -229,8 +277,8 @@ class ScenarioFile(BaseModel):
                 raise field_error(f"sweep.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}; "
                                              f"parameters: {', '.join(taken)}")
             for i, v in enumerate(vals):
-                _check_value(f"sweep.{pname}[{i}]", kernels, pname, v)
-        base_dir = Path((info.context or {}).get("base_dir", "."))
+                _check_value(f"sweep.{pname}[{i}]", self._kernels, pname, v)
+        base_dir = self._base_dir
         swept = "gpu" in self.sweep
         for i, g in enumerate(self.gpus()):
             if g in self._configs:
@@ -251,6 +299,10 @@ class ScenarioFile(BaseModel):
     def kernels(self) -> list:
         return list(dict.fromkeys(self.sweep.get("kernel", [self.kernel])))
 
+    def kernel_obj(self, name: str) -> Kernel:
+        """The resolved Kernel of ``name`` (a kernel of this scenario)."""
+        return self._kernels[name]
+
     def gpus(self) -> list:
         return list(self.sweep.get("gpu", [self.gpu]))
 
@@ -260,15 +312,15 @@ class ScenarioFile(BaseModel):
         return self._configs[gpu][0 if named else 1]
 
 
-def _check_value(fld: str, kernels: list, name: str, val):
+def _check_value(fld: str, kernels: dict, name: str, val):
     """Validate one parameter value against every kernel in the scenario that takes it."""
     if val is None:
         raise field_error(fld, f"no value given; expected {_expected(name)}")
-    for k in kernels:
-        if KERNELS[k].param(name) is None:
+    for k in kernels.values():
+        if k.param(name) is None:
             continue
         try:
-            resolve_params(k, {name: val})
+            k.resolve({name: val})
         except KernelParamError as e:
             raise field_error(fld, str(e)) from None
 
@@ -342,6 +394,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
     except PydanticCustomError as e:
         raise ck.err(e.context["field"], e.context["message"]) from None
     param_names = [p for p in ALL_PARAM_NAMES if any(p in pt.params for pt in points)]
+    param_names += list(dict.fromkeys(p for pt in points for p in pt.params if p not in param_names))
     hashes = {g: model.config(g, named=True).config_hash() for g in model.gpus()}
     fields = list(model.gpu_overrides) + [k[4:] for k in model.sweep if k.startswith("gpu.")]
     return Scenario(model.name or Path(src).stem, src, data, points, param_names, hashes, list(overrides or []),
@@ -351,7 +404,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
 def expand(model: ScenarioFile) -> list:
     """The sweep's cartesian product as points (scenario order: the last sweep key varies fastest)."""
     names = list(model.sweep)
-    points, configs = [], {}
+    points, configs, refs = [], {}, {}
     total = math.prod(len(v) for v in model.sweep.values())
     bar = Progress(total, enabled=None if total >= SHOW_EXPANSION else False, what=" expanding the sweep")
     for combo in itertools.product(*(model.sweep[k] for k in names)):
@@ -369,11 +422,15 @@ def expand(model: ScenarioFile) -> list:
         cfg, h, ov = configs[ck]
         p = dict(model.params)
         p.update(d)
-        p = {k: v for k, v in p.items() if KERNELS[kernel].param(k)}
+        kobj = model.kernel_obj(kernel)
+        if kernel not in refs:
+            refs[kernel] = (kernel_ref(kernel, model._base_dir), kernel_source_hash(kernel, model._base_dir))
+        p = {k: v for k, v in p.items() if kobj.param(k)}
         try:
-            resolved = resolve_params(kernel, p)
+            resolved = kobj.resolve(p)
         except KernelParamError as e:
             raise field_error(f"params.{e.field}", f"{kernel}: {e}") from None
-        points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work))
+        points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work,
+                            *refs[kernel]))
     bar.close()
     return points

@@ -96,8 +96,6 @@ def test_published_schema_is_the_generated_one(capsys):
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for p in (REPO / "scenarios").rglob("*.yaml")))
 def test_every_shipped_scenario_validates(path):
-    if ".py:" in (REPO / path).read_text():
-        pytest.skip("user kernel files (path.py:name) are not yet resolved by the scenario model")
     sc = load_scenario(REPO / path)
     assert sc.points
     ScenarioFile.model_validate(yamlio.read_yaml(REPO / path), context={"base_dir": (REPO / path).parent})
@@ -195,3 +193,17 @@ def test_large_expansion_shows_progress(tmp_path, capsys, monkeypatch):
     assert len(load_scenario(p).points) == 10
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 10 and lines[-1].startswith("gpusim expanding the sweep: 10/10 points (100%)")
+
+
+def test_file_kernel_resolved_from_the_scenario_folder(tmp_path, capsys):
+    """``kernel: path.py:name`` is relative to the scenario file; its own params are checked."""
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "rms.py").write_text((REPO / "scenarios" / "kernels" / "rmsnorm.py").read_text())
+    p = tmp_path / "s.yaml"
+    p.write_text("kernel: k/rms.py:rms_norm\nparams: {rows: 64, cols: 256}\ncheck: false\n")
+    sc = load_scenario(p)
+    assert [pt.kernel for pt in sc.points] == ["k/rms.py:rms_norm"]
+    assert sc.points[0].kernel_ref == f"{(tmp_path / 'k' / 'rms.py').resolve()}:rms_norm"
+    assert sc.points[0].kernel_hash
+    p.write_text("kernel: k/rms.py:rms_norm\nparams: {rows: 64, seq_len: 256}\n")
+    _fails(capsys, ["run", str(p), "--no-plots"], "params.seq_len", "k/rms.py:rms_norm", "rows, cols")
