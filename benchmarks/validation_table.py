@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         tag = "heldout" if d.parent.name == "heldout" else "recorded"
         pooled[tag] += _point_errors(rows)
         out[d.name] = {"set": tag, "n": pt["n"], "median_abs_pct": pt["median_abs_pct"], "p90_abs_pct": pt["p90_abs_pct"],
-                       "mean_signed_pct": pt["mean_signed_pct"], "sweeps": groups}
+                       "mean_signed_pct": pt["mean_signed_pct"], "sweeps": groups, "abs_errors_pct": _point_errors(rows)}
         sweeps = ", ".join(f"{sp:.2f}/{loss:.0f}" for sp, loss in groups)
         print(f"{(tag == 'heldout') * '*'}{d.name:31s} {pt['n']:4d} {pt['median_abs_pct']:8.1f} {pt['p90_abs_pct']:6.1f} "
               f"{pt['mean_signed_pct']:+8.1f}  {sweeps} [{time.time() - t0:.0f} s]", flush=True)
