@@ -27,15 +27,15 @@ from gpusim.hardware import load_gpu            # noqa: E402
 FIG_DIR = ROOT / "docs" / "figures"
 
 # --------------------------------------------------------------------------- the essay's settings
-ESSAY_GPU = "a100-80gb"                 # "roughly 2 terabytes per second": A100 SXM4 80GB, 2039 GB/s
+ESSAY_GPU = "a100-80gb-ideal"           # "roughly 2 terabytes per second": the A100 SXM4 80GB datasheet, 2039 GB/s
 ESSAY_SHAPE = dict(batch=8, heads=32, seq_len=8192, head_dim=64, dtype="fp16")
 SCORE_NS = (2048, 4096, 8192, 16384)     # the essay's score-matrix sizes
 ROOFLINE_NS = (1024, 2048, 4096, 8192, 16384)
 EW_NS = tuple(2 ** i for i in range(10, 29))         # 1K .. 256M elements
-EW_GPUS = ("a100-80gb", "h100")
+EW_GPUS = ("a100-80gb-ideal", "h100-ideal")
 GPT2 = dict(batch=64, heads=16, seq_len=1024, head_dim=64, dtype="fp16")   # FlashAttention paper, GPT-2 medium
 BLOCKS = (16, 32, 64, 128, 256)
-PEAK_GPUS = ("a100", "a100-80gb", "h100", "h200")
+PEAK_GPUS = ("a100", "a100-80gb", "h100", "h200", "a100-ideal", "h100-ideal")
 PEAK_DIMS = (64, 128)
 ESSAY = dict(crossings_gb=137, essay_time_ms=70, essay_bw=2.0e12)   # the essay's figures, for comparison
 
@@ -297,7 +297,7 @@ def section3(res):
 # --------------------------------------------------------------------------- 4. roofline
 def section4(res):
     cfg = load_gpu(ESSAY_GPU)
-    cfg40 = load_gpu("a100")
+    cfg40 = load_gpu("a100-ideal")
     r80, r40 = cfg.ridge_flop_per_byte("fp16"), cfg40.ridge_flop_per_byte("fp16")
     heading(f"4. Roofline: B8 H32 d64 fp16 on {ESSAY_GPU} (ridge {r80:.0f} FLOP/B; a100 40GB ridge {r40:.0f} FLOP/B)")
     rows, pts = [], {}
