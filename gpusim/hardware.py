@@ -49,6 +49,8 @@ PLAUSIBLE = {
     "sfu_ops_per_clk_per_sm": (0.5, 4096, ()),               # 16
     "simt_lane_ops_per_clk_per_sm": (0.1, 1e5, ()),          # 25 .. 214 measured
     "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
+    "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
+    "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }

@@ -35,7 +35,7 @@ def _one_line_exit_2(capsys, argv, needles):
 
 
 def _gpu_text(old=None, new=None):
-    text = (CONFIG_DIR / "h100.yaml").read_text()
+    text = (CONFIG_DIR / "h100-ideal.yaml").read_text()
     if old is not None:
         assert old in text, old
         text = text.replace(old, new)

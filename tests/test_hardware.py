@@ -44,7 +44,7 @@ def test_plausible_values_pass():
 
 
 def _variant(tmp_path, old, new):
-    text = (CONFIG_DIR / "h100.yaml").read_text()
+    text = (CONFIG_DIR / "h100-ideal.yaml").read_text()
     assert old in text
     p = tmp_path / "x.yaml"
     p.write_text(text.replace(old, new))
@@ -76,7 +76,7 @@ def test_missing_field_is_short(tmp_path):
 
 
 def test_two_missing_fields_are_both_named(tmp_path):
-    text = (CONFIG_DIR / "h100.yaml").read_text().replace("sm_count: 132\n", "").replace("l2_latency_cycles", "#")
+    text = (CONFIG_DIR / "h100-ideal.yaml").read_text().replace("sm_count: 132\n", "").replace("l2_latency_cycles", "#")
     p = tmp_path / "x.yaml"
     p.write_text(text)
     msg = _message(p)

@@ -93,7 +93,7 @@ def _raw():
 
 
 def test_build_config_validates_loads_and_keeps_provenance(tmp_path):
-    base = load_gpu("h200")
+    base = load_gpu("h200-ideal")
     cfg, rejected = cal.build_config(base, _raw(), "h200-measured")
     assert isinstance(cfg, GPUConfig) and cfg.name == "h200-measured"
     assert "measured" in cfg.description
@@ -104,7 +104,7 @@ def test_build_config_validates_loads_and_keeps_provenance(tmp_path):
     assert cfg.hbm_latency_cycles == base.hbm_latency_cycles
     assert cfg.sram_bytes_per_cta_max == base.sram_bytes_per_cta_max
     assert cfg.sources["hbm_read_bandwidth_bytes_per_s"].startswith("measured: synthetic (median of 3, spread 2.0%")
-    assert cfg.sources["hbm_latency_cycles"].startswith("h200: ")
+    assert cfg.sources["hbm_latency_cycles"].startswith("h200-ideal: ")
     assert "fp16: measured" in cfg.sources["tensor_flops_per_s"] and "fp32: measured" in cfg.sources["tensor_flops_per_s"]
     effs = {(e.m, e.n, e.k, e.num_warps): e.efficiency for e in cfg.tensor_tile_efficiency}
     assert effs == {(128, 128, 64, 8): 1.0, (16, 16, 16, 4): 0.1}
@@ -123,7 +123,7 @@ def test_build_config_validates_loads_and_keeps_provenance(tmp_path):
 
 
 def test_build_config_with_nothing_measured_is_the_base():
-    base = load_gpu("h200")
+    base = load_gpu("h200-ideal")
     cfg, rejected = cal.build_config(base, {"fields": {}, "tiles": []}, "x")
     assert cfg.hbm_read_bandwidth_bytes_per_s == base.hbm_read_bandwidth_bytes_per_s and not rejected
 

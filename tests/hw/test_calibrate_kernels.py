@@ -92,7 +92,7 @@ TINY = Plan(repeats=2, curve_repeats=2, rep_ms=1, warmup_ms=1, hbm_buffer_bytes=
 @needs_interp
 def test_whole_benchmark_sequence_on_the_interpreter(tmp_path):
     """Every stage's launches and self-checks run; the timer is a stand-in (1 ms, then 1.1 ms, ...)."""
-    base = load_gpu("h200")
+    base = load_gpu("h200-ideal")
     c = Calibrator(TINY, base, device="cpu")
     c.sm_count = 2
     calls = []
@@ -128,11 +128,11 @@ def test_whole_benchmark_sequence_on_the_interpreter(tmp_path):
 def test_simt_ops_stage_records_rates(monkeypatch):
     monkeypatch.setattr(ops, "measure", lambda sm, clk, log=print: ({"mul": 100.0, "sfu": 15.0},
                                                                     {"mul": 10.0, "exp2": 20.0}))
-    c = Calibrator(TINY, load_gpu("h200"), device="cpu")
+    c = Calibrator(TINY, load_gpu("h200-ideal"), device="cpu")
     compute.simt_ops(c)
     assert c.raw["fields"]["simt_lane_ops_per_clk_per_sm.mul"]["value"] == 100.0
     assert "simt_lane_ops_per_clk_per_sm.sfu" not in c.raw["fields"]
     assert c.raw["measurements"][0]["field"] == "sfu_ops_per_clk_per_sm[calibrate_ops exp2]"
     assert "simt_ops_failed" in c.raw["errors"]          # the other op kinds did not run
-    cfg, _ = fit.build_config(load_gpu("h200"), c.raw, "x")
+    cfg, _ = fit.build_config(load_gpu("h200-ideal"), c.raw, "x")
     assert cfg.simt_lane_ops_per_clk_per_sm == {"mul": 100.0}

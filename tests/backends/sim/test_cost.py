@@ -1,4 +1,4 @@
-"""gpusim.backends.sim.cost: each op's cost against a closed form worked out by hand (h100.yaml).
+"""gpusim.backends.sim.cost: each op's cost against a closed form worked out by hand (h100-ideal.yaml).
 
 h100: 132 SMs at 1.83 GHz; fp16 tensor 989e12 FLOP/s -> 989e12 / (132 * 1.83e9) = 4094.2 FLOP/clk/SM;
 FP32 67e12 FLOP/s, an FMA being 2 FLOPs -> 67e12 / 2 / (132 * 1.83e9) = 138.68 lane-ops/clk/SM;
@@ -9,7 +9,7 @@ from gpusim.backends.sim import cost
 from gpusim.dsl import ir
 from gpusim.hardware import load_gpu
 
-CFG = load_gpu("h100").model_copy(update={"tensor_tile_efficiency": [], "simt_lane_ops_per_clk_per_sm": {}})
+CFG = load_gpu("h100-ideal").model_copy(update={"tensor_tile_efficiency": [], "simt_lane_ops_per_clk_per_sm": {}})
 
 
 def v(i, shape, dtype="fp32"):
@@ -80,6 +80,6 @@ def test_occupancy_closed_form():
     p = resolve_params("attention_flash", dict(batch=1, heads=1, seq_len=1024, head_dim=128, BLOCK_M=128,
                                                BLOCK_N=128, num_stages=3))
     prog = build("attention_flash", p).launches[0].program
-    occ = cost.occupancy(prog, load_gpu("h100"))
+    occ = cost.occupancy(prog, load_gpu("h100-ideal"))
     assert occ.sram_bytes_per_cta == 224 * 1024
     assert (occ.ctas_per_sm, occ.limiter) == (1, "sram")

@@ -7,7 +7,7 @@ import gpusim
 from gpusim.hardware import load_gpu
 from gpusim.result import METRIC_COLUMNS
 
-GPUS = ("a100", "h100", "h200")
+GPUS = ("a100-ideal", "h100-ideal", "h200-ideal")    # datasheet arithmetic
 
 
 def naive_closed_form_bytes(b, h, n, d, es=2):
@@ -89,8 +89,8 @@ def test_elementwise_fusion_ratio(gpu):
     ("matmul", dict(M=8192, N=8192, K=512), 0.02),
 ])
 def test_sampling_matches_full_simulation(kernel, p, tol):
-    fast = gpusim.simulate(kernel, "h100", check=False, **p)
-    full = gpusim.simulate(kernel, "h100", check=False, fidelity="full", **p)
+    fast = gpusim.simulate(kernel, "h100-ideal", check=False, **p)
+    full = gpusim.simulate(kernel, "h100-ideal", check=False, fidelity="full", **p)
     assert any(k.simulated_ctas < k.total_ctas or k.loop_group > 1 for k in fast.kernels), "no approximation was used"
     assert all(k.simulated_ctas == k.total_ctas and k.loop_group == 1 for k in full.kernels)
     assert fast.time_us == pytest.approx(full.time_us, rel=tol)
