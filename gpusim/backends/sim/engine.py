@@ -270,7 +270,9 @@ class LaunchSim:
         cfg = self.cfg
         t = self.tensors[d.tensor]
         es = ir.DTYPE_BYTES[t.dtype]
-        port = codegen.port_bytes(nbytes, nbytes / es, es, self.widths[d.idx], cfg)
+        # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot go
+        # through cp.async / TMA into shared memory, whose narrow rate is not measured: bytes only
+        port = nbytes if d.sram else codegen.port_bytes(nbytes, nbytes / es, es, self.widths[d.idx], cfg)
         ready = max(self.l2ch.transfer(nbytes, now), sm.port.transfer(port, now)) + cfg.l2_latency_cycles
         if hit_ready > ready:
             ready = hit_ready
