@@ -6,28 +6,41 @@ still filling is a hit that must wait for that fill: miss merging). The cache ke
 data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
 line address (real L2s hash addresses too), so strided tiles spread over all sets.
 
-Each set is one record of ``4 * ways`` 8-byte words (tags, LRU stamps, owners, ready times), so
-a lookup touches one small stretch of memory.
+Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop): the tags are
+one ``(sets, ways)`` array; each way's LRU stamp, owner and ready time share one 32-byte record
+of ``meta``. A way predictor (``hint``: the way a line was last found in, indexed by the line's
+low address bits) lets most hits check one tag instead of the whole set; a wrong hint only costs
+the full search, so hits, misses and the LRU state are those of a plain search.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-TAG, STAMP, OWNER, READY = 0, 1, 2, 3      # field order within a set's record, ``ways`` words each
-FIELDS = 4
+STAMP, OWNER, READY = 0, 1, 2      # words of a way's ``meta`` record (READY holds float64 bits)
+META = 4                           # words per record (one unused: 32-byte aligned records)
+HINT_BITS = 20                     # way-predictor entries: 1 Mi lines (128 MiB of addresses)
 
 
 @njit(cache=True)
-def _access(sets, sets_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways, now, who):
-    hits = 0
-    misses = 0
+def _first_set(block, nsets):
+    """The set of a 4 KiB block's first line (its 32 lines go to adjacent sets). Set indices are
+    hashed, as real L2s hash addresses over slices and sets: with a plain modulo, power-of-two
+    row pitches (an 8 KiB-pitch matrix column) would crowd into a few sets."""
+    h = (block * 0x9E3779B1) & 0xFFFFFFFF
+    return ((h ^ (h >> 15)) << 5) % nsets
+
+
+@njit(cache=True)
+def _access(hint, tags, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
+            now, who):
+    hits = misses = 0
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
     if pitch == row_bytes and (row_bytes & mask) == 0 and (base & mask) == 0:
         row_bytes = nrows * row_bytes       # whole-line rows back to back: the same lines in the same order
         nrows = 1
-    o_st, o_ow, o_rd = STAMP * ways, OWNER * ways, READY * ways
+    hmask = hint.shape[0] - 1
     block = -1
     set0 = 0
     clk = clock[0]
@@ -36,42 +49,45 @@ def _access(sets, sets_f, clock, miss_slots, base, nrows, pitch, row_bytes, line
         first = start >> line_shift
         last = (start + row_bytes - 1) >> line_shift
         for line in range(first, last + 1):
-            # hashed set index, as real L2s hash addresses over slices and sets: with a plain modulo,
-            # power-of-two row pitches (an 8 KiB-pitch matrix column) would crowd into a few sets.
-            # Each 4 KiB block is hashed as a whole, so a tile row's lines stay in adjacent sets.
             if line >> 5 != block:
                 block = line >> 5
-                h = (block * 0x9E3779B1) & 0xFFFFFFFF
-                set0 = ((h ^ (h >> 15)) << 5) % nsets
+                set0 = _first_set(block, nsets)
             s = set0 + (line & 31)
             if s >= nsets:
                 s %= nsets
-            rec = sets[s]
-            found = -1
-            for w in range(ways):
-                if rec[w] == line:
-                    found = w
-                    break
+            tg = tags[s]
+            hk = line & hmask
+            found = hint[hk] + 1            # the predicted way + 1, 0 for a miss
+            if tg[found - 1] != line:
+                found = 0                   # the tags of a set are unique: the sum is the matching way + 1
+                for w in range(ways):
+                    found += (w + 1) * (tg[w] == line)
+                if found:
+                    hint[hk] = found - 1
             clk += 1
-            if found >= 0:
+            if found:
+                w = found - 1
                 hits += 1
-                rec[o_st + found] = clk
-                rec[o_ow + found] = who
-                rd = sets_f[s, o_rd + found]
+                m = meta[s, w]
+                m[STAMP] = clk
+                m[OWNER] = who
+                rd = meta_f[s, w, READY]
                 if rd > latest_ready:
                     latest_ready = rd
             else:
+                ms = meta[s]
                 victim = 0
-                oldest = rec[o_st]
+                oldest = ms[0, STAMP]
                 for w in range(1, ways):
-                    if rec[o_st + w] < oldest:
-                        oldest = rec[o_st + w]
+                    if ms[w, STAMP] < oldest:
+                        oldest = ms[w, STAMP]
                         victim = w
-                rec[victim] = line
-                rec[o_st + victim] = clk
-                rec[o_ow + victim] = who
-                sets_f[s, o_rd + victim] = now
-                miss_slots[misses] = s * FIELDS * ways + o_rd + victim   # sized by the caller for every line
+                tg[victim] = line
+                hint[hk] = victim
+                ms[victim, STAMP] = clk
+                ms[victim, OWNER] = who
+                meta_f[s, victim, READY] = now
+                miss_slots[misses] = (s * ways + victim) * META + READY   # sized by the caller for every line
                 misses += 1
     clock[0] = clk
     return hits, misses, latest_ready
@@ -93,14 +109,14 @@ class L2Cache:
             raise ValueError(f"L2 line size {line_bytes} B must be a power of two")
         self.ways = w = int(ways)
         self.nsets = max(1, int(capacity_bytes) // (self.line_bytes * self.ways))
-        self.sets = np.zeros((self.nsets, FIELDS * w), dtype=np.int64)
-        self.sets_f = self.sets.view(np.float64)       # the READY words, read as float64
-        self.flat_f = self.sets_f.reshape(-1)
-        self.tags = self.sets[:, TAG * w:(TAG + 1) * w]
-        self.stamps = self.sets[:, STAMP * w:(STAMP + 1) * w]
-        self.owner = self.sets[:, OWNER * w:(OWNER + 1) * w]      # who touched the line last (see keep_only)
-        self.ready = self.sets_f[:, READY * w:(READY + 1) * w]
-        self.tags[:] = -1
+        self.tags = np.full((self.nsets, w), -1, dtype=np.int64)
+        self.meta = np.zeros((self.nsets, w, META), dtype=np.int64)
+        self.meta_f = self.meta.view(np.float64)       # the READY words, read as float64
+        self.flat_f = self.meta_f.reshape(-1)
+        self.stamps = self.meta[:, :, STAMP]
+        self.owner = self.meta[:, :, OWNER]           # who touched the line last (see keep_only)
+        self.ready = self.meta_f[:, :, READY]
+        self.hint = np.zeros(1 << HINT_BITS, dtype=np.uint8 if w <= 256 else np.int64)
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
         self._pending = 0
@@ -126,8 +142,8 @@ class L2Cache:
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        r = _access(self.sets, self.sets_f, self.clock, slots, base, nrows, pitch, row_bytes, self.line_shift,
-                    self.nsets, self.ways, float(now), who)
+        r = _access(self.hint, self.tags, self.meta, self.meta_f, self.clock, slots, base, nrows, pitch, row_bytes,
+                    self.line_shift, self.nsets, self.ways, float(now), who)
         self._pending = r[1]
         return r
 
