@@ -120,6 +120,9 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         simt_lane_ops_per_clk_per_sm="D: the H200's measured per-SM-per-clock rates x 64/128 (GA100 has 64 FP32 lanes per SM, GH100 128)",
         tensor_simt_overlap="E: measured on the H200; not measured on Ampere",
         cta_dispatch_ns="E: measured on the H200; not measured on Ampere",
+        cta_async_fill_bytes_per_clk="E: measured on the H200 (benchmarks/micro_fidelity.py mlp); Ampere has the "
+                                     "same cp.async path (not measured on Ampere)",
+        warp_load_bytes_per_clk="E: measured on the H200 (benchmarks/micro_fidelity.py mlp); not measured on Ampere",
         launch_overhead_us="E: measured on the H200 host; launch cost is mostly driver and host side",
         sync_overhead_us="E: measured on the H200 host",
     )

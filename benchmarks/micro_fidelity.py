@@ -9,17 +9,22 @@ validation point:
             global access only as wide as it can prove aligned, so the achieved bandwidth per width.
   latency   dependent chains (FMA, MUFU.EX2, tensor-core MMA) with 1..16 warps per SM: cycles per
             dependent instruction with one warp, and how many warps it takes to fill the pipe.
+  mlp       memory-level parallelism: one CTA per SM streaming tiles from HBM (or L2) into a dot or
+            into registers, against warps, pipelining depth and tile size: the bytes a CTA keeps in
+            flight, and the dot's own time without the loads.
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [resources SCENARIO...]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [resources SCENARIO...]
 """
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -174,6 +179,105 @@ def latency(sm_count: int, clock: float) -> list:
     return rows
 
 
+# ----------------------------------------------------------------------------- memory-level parallelism
+@triton.jit
+def _stream_dot(x_ptr, q_ptr, out_ptr, T, cta_stride, wrap_mask, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # one CTA streams T tiles of BLOCK_N x D fp16 into acc = dot(q, k^T, acc) with a 16-row q: the
+    # loop of a decode kernel without its softmax. Each CTA reads its own region (cta_stride = T
+    # tiles, wrap_mask = T - 1), or all CTAs re-read one small shared region (L2-resident).
+    pid = tl.program_id(0)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    rm = tl.arange(0, 16)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    base = x_ptr + pid.to(tl.int64) * cta_stride
+    for i in range(0, T):
+        k = tl.load(base + (i & wrap_mask) * (BLOCK_N * D) + rn[:, None] * D + rd[None, :])
+        acc = tl.dot(q, tl.trans(k), acc)
+    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+@triton.jit
+def _dot_only(x_ptr, q_ptr, out_ptr, T, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # the same loop with the tile loaded once, before it: the dot chain's own time
+    pid = tl.program_id(0)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    rm = tl.arange(0, 16)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    k = tl.load(x_ptr + rn[:, None] * D + rd[None, :])
+    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    for i in range(0, T):
+        acc = tl.dot(q, tl.trans(k), acc)
+    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+@triton.jit
+def _stream_reg(x_ptr, out_ptr, T, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # the same stream into registers (no dot): acc += k, so the loads are plain LDGs unless the
+    # pipeliner turns them into asynchronous copies
+    pid = tl.program_id(0)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    acc = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    base = x_ptr + pid.to(tl.int64) * T * BLOCK_N * D
+    for i in range(0, T):
+        acc += tl.load(base + i * BLOCK_N * D + rn[:, None] * D + rd[None, :]).to(tl.float32)
+    tl.store(out_ptr + pid * BLOCK_N * D + rn[:, None] * D + rd[None, :], acc)
+
+
+def mlp(sm_count: int, clock: float) -> list:
+    """Bytes one CTA keeps in flight: per-CTA streaming rate from HBM (and from L2) against the
+    warps, the pipelining depth and the tile size, one CTA per SM on half or all of the SMs."""
+    rows = []
+    D = 128
+    total = 2 << 30                      # 2 GiB streamed in all: far beyond the 60 MiB L2
+    q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
+    x = torch.randn(total // 2, device="cuda", dtype=torch.float16) * 0.05
+    for kind in ("dot", "reg", "dot_l2", "dot_compute"):
+        for ctas in ((sm_count // 2, sm_count) if kind == "dot" else (sm_count,)):
+            for nw in ((4, 8) if kind in ("dot", "dot_compute") else (4,)):
+                for bn in (32, 64, 128):
+                    for st in ((1, 2, 4) if kind != "dot_compute" else (1,)):
+                        tile = bn * D * 2
+                        out = torch.empty(ctas * max(16 * bn, bn * D), device="cuda", dtype=torch.float32)
+                        T = 1 << int(math.log2(min(4096, total // (ctas * tile))))
+                        out = torch.empty(ctas * max(16 * bn, bn * D), device="cuda", dtype=torch.float32)
+                        opt = dict(BLOCK_N=bn, D=D, num_warps=nw, num_stages=st)
+                        if kind == "reg":
+                            fn = lambda: _stream_reg[(ctas,)](x, out, T, **opt)
+                        elif kind == "dot_compute":
+                            fn = lambda: _dot_only[(ctas,)](x, q, out, T, **opt)
+                        elif kind == "dot_l2":      # 64 tiles (1 MiB at BLOCK_N 64) shared by all CTAs
+                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, 0, 63, **opt)
+                        else:
+                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, T * bn * D, T - 1, **opt)
+                        try:
+                            fn()
+                            torch.cuda.synchronize()
+                            ok = True
+                            if kind == "dot":   # check the first CTA against numpy in float64
+                                k = x[: T * bn * D].view(T, bn, D).cpu().numpy().astype(np.float64)
+                                ref = q.cpu().numpy().astype(np.float64) @ k.sum(0).T
+                                got = out[: 16 * bn].view(16, bn).cpu().numpy()
+                                ok = bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2)
+                            us = _bench_us(fn)
+                        except Exception as e:  # noqa: BLE001 - recorded, not fatal
+                            rows.append({"kind": kind, "ctas": ctas, "num_warps": nw, "BLOCK_N": bn, "stages": st,
+                                         "error": repr(e)[:200]})
+                            print("mlp", rows[-1], flush=True)
+                            continue
+                        cyc = us * 1e-6 * clock
+                        rows.append({"kind": kind, "ctas": ctas, "num_warps": nw, "BLOCK_N": bn, "D": D, "stages": st,
+                                     "tile_bytes": tile, "trips": T, "us": us, "cycles_per_iter": cyc / T,
+                                     "bytes_per_clk_per_cta": tile * T / cyc, "ok": ok,
+                                     "total_gbs": tile * T * ctas / (us * 1e-6) / 1e9})
+                        print("mlp", rows[-1], flush=True)
+    del x
+    return rows
+
+
 # ----------------------------------------------------------------------------- compiled resources
 _TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
 _ESIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4}
@@ -258,4 +362,37 @@ def config_fields(micro: dict) -> dict:
             scalar[es] = 2.0 * r["n"] / (r["us"] * 1e-6 * clk * sm)   # a load and a store per element
     if scalar:
         out["scalar_access_per_clk_per_sm"] = {k: round(v, 3) for k, v in sorted(scalar.items())}
+    out.update(mlp_fields(micro.get("mlp", []), sm))
+    return out
+
+
+def mlp_fields(rows: list, sm_count: int) -> dict:
+    """Per-CTA fill rates from the mlp rows. A loop that is not pipelined (stages 1 and 2: Triton
+    waits for every copy at the top of the iteration) takes compute + latency + tile / rate per
+    iteration; the dot's own time (``dot_compute``) is taken off, and the rate is the slope of the
+    remaining memory time between the 8 KiB and the 32 KiB tile (HBM, half the SMs streaming, so
+    the HBM is not the limit). Registers (``reg``: LDG, nothing pipelined, all SMs): the same slope
+    per warp."""
+    import statistics
+
+    ok = [r for r in rows if "us" in r and r.get("ok", True)]
+    comp = {(r["num_warps"], r["BLOCK_N"]): r["cycles_per_iter"] for r in ok if r["kind"] == "dot_compute"}
+    slopes = []
+    for nw in (4, 8):
+        for st in (1, 2):
+            mem = {}
+            for r in ok:
+                if (r["kind"], r["ctas"], r["num_warps"], r["stages"]) == ("dot", sm_count // 2, nw, st) \
+                        and (nw, r["BLOCK_N"]) in comp:
+                    mem[r["tile_bytes"]] = (r["cycles_per_iter"] - comp[(nw, r["BLOCK_N"])])
+            if len(mem) >= 2 and mem[max(mem)] > mem[min(mem)]:
+                slopes.append((max(mem) - min(mem)) / (mem[max(mem)] - mem[min(mem)]))
+    out = {}
+    if slopes:
+        out["cta_async_fill_bytes_per_clk"] = round(statistics.median(slopes), 2)
+    reg = {r["tile_bytes"]: r for r in ok if r["kind"] == "reg" and r["stages"] == 1}
+    if len(reg) >= 2:
+        lo, hi = reg[min(reg)], reg[max(reg)]
+        rate = (hi["tile_bytes"] - lo["tile_bytes"]) / (hi["cycles_per_iter"] - lo["cycles_per_iter"])
+        out["warp_load_bytes_per_clk"] = round(rate / hi["num_warps"], 3)
     return out

@@ -51,6 +51,8 @@ PLAUSIBLE = {
     "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
     "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
+    "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
+    "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
     "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
@@ -148,6 +150,13 @@ class GPUConfig(BaseModel):
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0
+    # memory-level parallelism of one CTA: once a tile's first bytes arrive (after the L2 or HBM
+    # latency), the rest streams into the CTA no faster than this many bytes per clock; tiles
+    # copied asynchronously into SRAM (cp.async, feeding a dot) at a per-CTA rate, tiles loaded
+    # into registers (LDG) at a per-warp rate. None = only the SM's shared port limits (ideal).
+    # Measured by benchmarks/micro_fidelity.py mlp (one CTA per SM streaming tiles of 8..32 KiB).
+    cta_async_fill_bytes_per_clk: PositiveFloat | None = None
+    warp_load_bytes_per_clk: PositiveFloat | None = None
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

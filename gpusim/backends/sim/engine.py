@@ -83,6 +83,10 @@ class LaunchSim:
         # elements per global access of each load (what Triton can prove aligned)
         self.widths = {d.idx: codegen.vector_width(self.tensors[d.tensor], d.shape) for d in self.loads}
         self.cross_block = 1.0 - cfg.tensor_simt_overlap
+        # a CTA's own fill rate once data arrives (None: only the shared port limits it)
+        w = launch.program.num_warps
+        self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
+                          cfg.warp_load_bytes_per_clk * w if cfg.warp_load_bytes_per_clk else None)
         self.fidelity = fidelity
         self.timeline = timeline
         self.loop_steps = loop_steps
@@ -241,8 +245,10 @@ class LaunchSim:
                 self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))
 
     # ---- memory
-    def _load(self, d: LoadDesc, offs, now, sm, who, nrep=1, rep_axis=None):
-        """Issue one (possibly merged) tile load; returns its ready time."""
+    def _load(self, d: LoadDesc, offs, now, sm, who, nrep=1, rep_axis=None, exposures=0.0):
+        """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
+        more times the load's latency is waited out (a merged step standing for iterations that
+        each wait for their own tile)."""
         key = (d.idx, nrep, *offs)
         r = self._bounds.get(key, False)
         if r is False:
@@ -280,7 +286,11 @@ class LaunchSim:
             fill = self.hbm.transfer(miss_bytes, now) + cfg.hbm_latency_cycles
             self.l2.fill_done(fill)
             ready = max(ready, fill)
-        return ready
+        lat = cfg.hbm_latency_cycles if misses else cfg.l2_latency_cycles
+        rate = self.fill_rate[0 if d.sram else 1]
+        if rate:
+            ready = max(ready, now + lat + nbytes / rate)
+        return ready + exposures * lat
 
     def _store(self, op: ir.Store, pid, lv, now, who, sm=None):
         offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
@@ -386,22 +396,24 @@ class LaunchSim:
             aff.append((ld, o0, delta, axis, lead))
         return aff
 
-    def _issue_group(self, aff, j, trips, sm, who):
-        """Issue the loads of merged step ``j`` (``loop_group`` iterations); returns idx -> ready time."""
+    def _issue_group(self, aff, j, trips, sm, who, dist, out):
+        """Issue the loads of merged step ``j`` (``loop_group`` iterations) into ``out`` (idx -> ready
+        time). ``dist``: iterations between a tile's issue and the top of the iteration that needs
+        it; a merged step waits out each load's latency once per ``max(dist, 1)`` iterations."""
         now = self.now
         g = self.group
         lo = j * g
         k = min(g, trips - lo)
-        out = {}
+        expose = max(0.0, k / max(dist, 1) - 1.0)
         for ld, o0, delta, axis, lead in aff:
             offs = [a + lo * b for a, b in zip(o0, delta)]
             if axis is not None or k == 1:
-                out[ld.idx] = self._load(ld, offs, now, sm, who, k, axis)
+                out[ld.idx] = self._load(ld, offs, now, sm, who, k, axis, expose)
             else:
                 t = now
                 for r in range(k):
                     t = max(t, self._load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
-                out[ld.idx] = t
+                out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
         return out
 
     def _loop(self, d: LoopStep, pid, sm, sm_id, cid, who):
@@ -412,15 +424,21 @@ class LaunchSim:
         g = self.group
         nsup = -(-trips // g)
         aff = self._affine_loads(d, pid, start)
+        # Triton's pipeliner waits for all but stages-2 copies at the top of an iteration and issues
+        # the copy for iteration i+stages-1 after the body: tiles that feed a dot arrive stages-2
+        # iterations ahead; tiles loaded into registers are not pipelined
+        dist = max(0, d.stages - 2)
+        early = [a for a in aff if a[0].sram and dist]
+        late = [a for a in aff if not (a[0].sram and dist)]
+        ahead = -(-dist // g)
         inflight = {}
-        ahead = d.stages - 1
         for j in range(min(ahead, nsup)):
-            inflight[j] = self._issue_group(aff, j, trips, sm, who)
+            inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {})
         for j in range(nsup):
             nxt = j + ahead
-            if nxt < nsup and nxt not in inflight:
-                inflight[nxt] = self._issue_group(aff, nxt, trips, sm, who)
-            ready = inflight.pop(j)
+            if early and nxt < nsup and nxt not in inflight:
+                inflight[nxt] = self._issue_group(early, nxt, trips, sm, who, dist, {})
+            ready = self._issue_group(late, j, trips, sm, who, 0, inflight.pop(j, {}))
             scale = min(g, trips - j * g)
             if d.spill_bytes:
                 t = max(self.l2ch.transfer(d.spill_bytes * scale, self.now),
