@@ -125,10 +125,51 @@ def run_launch(launch: ir.Launch, memory: dict) -> None:
 
 
 def random_inputs(workload: ir.Workload, seed: int = 0) -> dict:
-    """Random normal inputs (never zeros), rounded to the storage dtype."""
+    """The inputs of a check or a measurement: the kernel's own generator when it has one
+    (``Workload.make_inputs``, e.g. a backward pass fed its forward's outputs), else
+    ``random_normal_inputs``."""
+    if workload.make_inputs is not None:
+        return workload.make_inputs(seed)
+    return random_normal_inputs(workload, seed)
+
+
+BIG_INPUT = 1 << 24         # elements from which an input is drawn in parallel chunks
+_CHUNK = 1 << 22
+
+
+def random_normal_inputs(workload: ir.Workload, seed: int = 0, names=None) -> dict:
+    """Independent random normal inputs (never zeros), rounded to the storage dtype; ``names``
+    (default all inputs) in that order from one stream. An input of ``BIG_INPUT`` elements or more
+    (a long KV cache: 10^9 values take minutes one at a time) is drawn as float32 from its own seed,
+    in chunks of independent streams on all cores, the same values whatever the number of cores."""
     rng = np.random.default_rng(seed)
-    return {name: to_dtype(rng.standard_normal(workload.tensors[name].shape), workload.tensors[name].dtype)
-            for name in workload.inputs}
+    out = {}
+    for name in (workload.inputs if names is None else names):
+        t = workload.tensors[name]
+        size = int(np.prod(t.shape))
+        if size < BIG_INPUT:
+            out[name] = to_dtype(rng.standard_normal(t.shape), t.dtype)
+        else:
+            out[name] = _big_normal(int(rng.integers(1 << 62)), t.shape, t.dtype)
+    return out
+
+
+def _big_normal(seed: int, shape, dtype: str) -> np.ndarray:
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    flat = np.empty(int(np.prod(shape)), dtype=NP_DTYPE[dtype])
+    starts = range(0, flat.size, _CHUNK)
+    seqs = np.random.SeedSequence(seed).spawn(len(starts))
+
+    def fill(i):
+        a = starts[i]
+        x = np.random.default_rng(seqs[i]).standard_normal(min(_CHUNK, flat.size - a), dtype=np.float32)
+        flat[a:a + x.size] = to_dtype(x, dtype)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(32, os.cpu_count() or 1))) as ex:
+        list(ex.map(fill, range(len(starts))))
+    return flat.reshape(shape)
 
 
 def execute(workload: ir.Workload, inputs: dict) -> dict:

@@ -321,7 +321,9 @@ class Workload:
     """A sequence of launches over named HBM tensors.
 
     ``reference``, when set, maps ``{input name: array}`` to float64 ``{output name: array}``
-    computed without the IR (``gpusim.kernels.Kernel.build`` attaches the kernel's)."""
+    computed without the IR (``gpusim.kernels.Kernel.build`` attaches the kernel's).
+    ``make_inputs``, when set, maps a seed to ``{input name: array}``: the kernel's own input
+    generator (``numpy_exec.random_inputs`` uses it instead of independent random normals)."""
 
     name: str
     tensors: dict           # name -> TensorArg
@@ -330,6 +332,7 @@ class Workload:
     launches: tuple
     params: dict = field(default_factory=dict, hash=False, compare=False)
     reference: object = field(default=None, hash=False, compare=False, repr=False)
+    make_inputs: object = field(default=None, hash=False, compare=False, repr=False)
 
 
 def walk(ops):

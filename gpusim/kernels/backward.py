@@ -115,24 +115,84 @@ def flash_bwd_reference(inputs: dict, p: dict) -> dict:
 
 
 def flash_bwd_inputs(workload: Workload, seed: int = 0) -> dict:
-    """Random Q, K, V, dO and the O and L the forward pass computes from them (O rounded to its dtype)."""
-    from ..backends.numpy_exec import to_dtype
+    """Random Q, K, V, dO and the O and L the forward pass computes from them: O = softmax(S) V and
+    L = logsumexp(S) of S = Q K^T / sqrt(d), in float64 from the stored (rounded) Q, K, V, then O
+    rounded to its dtype and L to fp32 (what FlashAttention saves). The kernel's input generator."""
+    from ..backends.numpy_exec import random_normal_inputs, to_dtype
 
-    rng = np.random.default_rng(seed)
     t = workload.tensors
-    out = {n: to_dtype(rng.standard_normal(t[n].shape), t[n].dtype) for n in ("q", "k", "v", "do")}
-    q, k, v = (out[n].astype(np.float64) for n in ("q", "k", "v"))
-    prob, lse = _probs(q, k, workload.params["causal"])
-    out["o"] = to_dtype(prob @ v, t["o"].dtype)
+    out = random_normal_inputs(workload, seed, names=("q", "k", "v", "do"))
+    o, lse = forward64(out["q"], out["k"], out["v"], workload.params["causal"])
+    out["o"] = to_dtype(o, t["o"].dtype)
     out["lse"] = lse.astype(np.float32)
     return out
+
+
+def forward64(q, k, v, causal: bool, block_elems: int = 1 << 24, device: str | None = None) -> tuple:
+    """(O, L) of softmax(q k^T / sqrt(d)) v over (batch*heads, N, d) arrays, in float64, a block of
+    query rows at a time (memory O(block_elems)). ``device`` "cuda" (or "cpu") runs the same float64
+    arithmetic in torch there; by default large problems use a CUDA GPU when torch sees one (N = 8K
+    over 64 heads is 2 TFLOP: minutes on a CPU, a fraction of a second on an H200)."""
+    bh, n, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+    if device is None and bh * n * n >= (1 << 26) and _cuda_torch() is not None:
+        device = "cuda"
+    o = np.empty((bh, n, d), dtype=np.float64)
+    lse = np.empty((bh, n), dtype=np.float64)
+    if device is not None:
+        import torch
+
+        rows = max(1, min(n, (1 << 28) // n))
+        for h in range(bh):
+            kh, vh, qh = (torch.from_numpy(np.ascontiguousarray(x[h])).to(device, torch.float64) for x in (k, v, q))
+            for r0 in range(0, n, rows):
+                s = qh[r0:r0 + rows] @ kh.T * scale
+                if causal:
+                    i = torch.arange(r0, min(n, r0 + rows), device=device)[:, None]
+                    s = s.masked_fill(torch.arange(n, device=device)[None, :] > i, float("-inf"))
+                mx = s.amax(dim=-1, keepdim=True)
+                e = torch.exp(s - mx)
+                tot = e.sum(dim=-1, keepdim=True)
+                o[h, r0:r0 + rows] = ((e @ vh) / tot).cpu().numpy()
+                lse[h, r0:r0 + rows] = (mx + torch.log(tot))[:, 0].cpu().numpy()
+        return o, lse
+    rows = max(1, min(n, block_elems // n))
+    for h in range(bh):
+        kh, vh = k[h].astype(np.float64), v[h].astype(np.float64)
+        for r0 in range(0, n, rows):
+            s = q[h, r0:r0 + rows].astype(np.float64) @ kh.T * scale
+            if causal:
+                i = np.arange(r0, min(n, r0 + rows))[:, None]
+                s = np.where(np.arange(n)[None, :] <= i, s, -np.inf)
+            mx = s.max(axis=-1, keepdims=True)
+            e = np.exp(s - mx)
+            tot = e.sum(axis=-1, keepdims=True)
+            o[h, r0:r0 + rows] = (e @ vh) / tot
+            lse[h, r0:r0 + rows] = (mx + np.log(tot))[:, 0]
+    return o, lse
+
+
+def _cuda_torch():
+    """torch when it is installed and sees a CUDA GPU (imported only here), else None."""
+    import sys
+
+    if "torch" not in sys.modules:
+        try:
+            import torch  # noqa: F401
+        except Exception:
+            return None
+    torch = sys.modules["torch"]
+    try:
+        return torch if torch.cuda.is_available() else None
+    except Exception:
+        return None
 
 
 def flash_bwd_given_forward(x: dict, p: dict) -> dict:
     """The backward pass as FlashAttention defines it from the saved O and L (float64):
     P = exp(S - L), D = rowsum(dO * O), dS = P * (dO V^T - D). When O and L are the forward's
-    (``flash_bwd_inputs``) this is the exact gradient ``flash_bwd_reference``; with unrelated O and
-    L (the generic random inputs of a check) it is still what the kernel must compute."""
+    (``flash_bwd_inputs``, the kernel's input generator) this is the exact gradient
+    ``flash_bwd_reference``; with unrelated O and L it is still what the kernel must compute."""
     q, k, v, o, do, lse = (x[n] for n in ("q", "k", "v", "o", "do", "lse"))
     scale = 1.0 / math.sqrt(q.shape[-1])
     s = q @ np.swapaxes(k, -1, -2) * scale
@@ -146,7 +206,7 @@ def flash_bwd_given_forward(x: dict, p: dict) -> dict:
 @register_kernel
 @kernel(name="attention_flash_bwd", help="FlashAttention-2 backward: preprocess D, then dK/dV per KV block and dQ per "
                                           "query block (no atomics)",
-        reference=flash_bwd_given_forward,
+        reference=flash_bwd_given_forward, inputs=flash_bwd_inputs,
         params=(Param("batch", int, 4, "batch size"), Param("heads", int, 16, "attention heads"),
                 Param("seq_len", int, 4096, "sequence length N"), Param("head_dim", int, 64, "head dimension d"),
                 Param("causal", bool, False, "causal mask; skips fully masked tiles", positive=False),

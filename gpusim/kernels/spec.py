@@ -7,7 +7,11 @@ A ``Kernel`` bundles everything gpusim needs to run and check a kernel written i
 * ``builder``: resolved params -> ``ir.Workload`` (HBM tensors and launches);
 * ``reference``: ``(inputs, params) -> outputs``, computed in float64 without the IR. The
   workload that ``Kernel.build`` returns carries it (``Workload.reference``), so the exact check
-  never looks a reference up by name.
+  never looks a reference up by name;
+* ``inputs`` (optional): ``(workload, seed) -> {input name: array}``, for kernels whose inputs are
+  not independent random normals (e.g. a backward pass fed the forward's O and logsumexp). The
+  workload carries it too (``Workload.make_inputs``) and ``numpy_exec.random_inputs`` uses it, so
+  the exact check, the Triton backends and the GPU harness all run on the same inputs.
 
 User kernels are declared with the ``@kernel(...)`` decorator in any Python file and named as
 ``path/to/file.py:name`` or ``package.module:name``; built-ins are registered in ``KERNELS`` with
@@ -110,6 +114,7 @@ class Kernel:
     builder: Callable
     reference: Callable | None = None
     source: str = ""
+    inputs: Callable | None = None
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -146,7 +151,10 @@ class Kernel:
         if not isinstance(wl, ir.Workload):
             raise TypeError(f"kernel {self.name}: its builder returned {type(wl).__name__}, not an ir.Workload")
         ref = functools.partial(_call_reference, self.reference, p) if self.reference is not None else None
-        return dataclasses.replace(wl, params=p, reference=ref)
+        wl = dataclasses.replace(wl, params=p, reference=ref)
+        if self.inputs is not None:
+            wl = dataclasses.replace(wl, make_inputs=functools.partial(_call_inputs, self.inputs, wl))
+        return wl
 
     def describe(self) -> str:
         """Multi-line listing: name, help, and one line per parameter (used by ``gpusim kernels``)."""
@@ -167,20 +175,48 @@ def _call_reference(reference, params, inputs):
     return reference(x, dict(params))
 
 
-def kernel(*, name: str | None = None, help: str = "", params=(), reference: Callable | None = None):
+def _call_inputs(inputs_fn, workload, seed):
+    """The kernel's generated inputs, checked (every input, its shape) and in its storage dtype."""
+    import numpy as np
+
+    from ..backends.numpy_exec import NP_DTYPE, to_dtype
+
+    out = inputs_fn(workload, seed)
+    missing = [n for n in workload.inputs if n not in out]
+    if missing:
+        raise ValueError(f"the input generator of {workload.name!r} returned no {', '.join(missing)} "
+                         f"(it must return every input: {', '.join(workload.inputs)})")
+    res = {}
+    for n in workload.inputs:
+        t = workload.tensors[n]
+        a = np.asarray(out[n])
+        if a.shape != tuple(t.shape):
+            raise ValueError(f"the input generator of {workload.name!r} returned {n} of shape {a.shape}, "
+                             f"the input tensor is {tuple(t.shape)}")
+        res[n] = a if a.dtype == NP_DTYPE[t.dtype] and t.dtype != "bf16" else to_dtype(a, t.dtype)
+    return res
+
+
+def kernel(*, name: str | None = None, help: str = "", params=(), reference: Callable | None = None,
+           inputs: Callable | None = None):
     """Decorator: turn ``build(params: dict) -> ir.Workload`` into a ``Kernel``.
 
     ``reference(inputs, params) -> outputs`` gets float64 arrays of the workload's inputs and
-    returns float64 arrays of its outputs. The kernel's name defaults to the function's name and
-    its help to the first line of its docstring."""
+    returns float64 arrays of its outputs. ``inputs(workload, seed) -> {name: array}``, if given,
+    generates the inputs of a check or a measurement (default: independent random normals rounded
+    to the storage dtype); it is called with the built workload, whose ``params`` are resolved.
+    The kernel's name defaults to the function's name and its help to the first line of its
+    docstring."""
     for p in params:
         if not isinstance(p, Param):
             raise TypeError(f"kernel params must be Param(...) objects, got {p!r}")
+    if inputs is not None and not callable(inputs):
+        raise TypeError(f"kernel inputs must be a function (workload, seed) -> dict, got {inputs!r}")
 
     def wrap(fn) -> Kernel:
         doc = (fn.__doc__ or "").strip().splitlines()
         return Kernel(name or fn.__name__, help or (doc[0] if doc else ""), tuple(params), fn, reference,
-                      f"{fn.__module__}:{fn.__name__}")
+                      f"{fn.__module__}:{fn.__name__}", inputs)
 
     return wrap
 

@@ -20,6 +20,7 @@ from .common import error_text
 
 TOL = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}        # max_rel_err allowed, by storage dtype
 BIG_ATTENTION = 1 << 28          # batch*heads*N^2 above which attention is checked on sampled rows
+BIG_FLASH_BWD = 1 << 24          # the same for attention_flash_bwd (its full reference holds 5 N x N arrays)
 BIG_MATMUL = 1 << 30             # M*N*K above which matmul is checked on sampled rows
 SAMPLE_ROWS = 64
 SEEDS = (1, 2)
@@ -45,6 +46,39 @@ def _attention_rows(q, k, v, rows, causal: bool, window: int = 0) -> np.ndarray:
 
 
 SAMPLED_ATTENTION = ("attention_flash", "attention_naive")   # outputs o from q, k, v: row-sampled check
+BIG_DECODE = 1 << 26             # batch*kv_heads*kv_len*d above which decode is checked on sampled (batch, KV head)
+SAMPLE_HEADS = 4                 # heads (or (batch, KV head) pairs) of a sampled check: first, last, random
+
+
+def _sample_heads(n: int, rng, k: int = SAMPLE_HEADS) -> list:
+    """First, last and random distinct indices below n, at most k of them, sorted."""
+    chosen = {0, n - 1}
+    rest = [i for i in range(1, n - 1)]
+    if rest and k > len(chosen):
+        chosen.update(int(i) for i in rng.choice(rest, size=min(k - len(chosen), len(rest)), replace=False))
+    return sorted(chosen)
+
+
+def _flash_bwd_rows(x: dict, qrows, krows, causal: bool) -> tuple:
+    """float64 (dQ[qrows], dK[krows], dV[krows]) of one batch*head from its q, k, v, o, do, lse as the
+    backward pass defines them (P = exp(S - L), D = rowsum(dO O), dS = P (dO V^T - D)): the query
+    rows need their rows of P, the key rows their columns, so the cost is O(N * rows * d)."""
+    q, k, v, o, do, lse = (np.asarray(x[n], dtype=np.float64) for n in ("q", "k", "v", "o", "do", "lse"))
+    n = q.shape[0]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    delta = (do * o).sum(axis=-1)
+    # rows of dQ
+    p = np.exp(q[qrows] @ k.T * scale - lse[qrows, None])
+    if causal:
+        p = np.where(np.arange(n)[None, :] <= np.asarray(qrows)[:, None], p, 0.0)
+    ds = p * (do[qrows] @ v.T - delta[qrows, None])
+    dq = ds @ k * scale
+    # rows of dK and dV: columns krows of P and dS
+    pt = np.exp(k[krows] @ q.T * scale - lse[None, :])                     # P^T rows, (len(krows), N)
+    if causal:
+        pt = np.where(np.arange(n)[None, :] >= np.asarray(krows)[:, None], pt, 0.0)
+    dst = pt * (v[krows] @ do.T - delta[None, :])
+    return dq, dst @ q * scale, pt @ do
 
 
 def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int = 0,
@@ -53,7 +87,10 @@ def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int
 
     ``out[index]`` is what ``ref`` must match. Small problems: ``numpy_exec.reference`` of the
     whole output (index ``...``). Large attention: the first and last batch*head and ``rows``
-    random query rows; large matmul: ``rows`` random rows of C. Elementwise is always full."""
+    random query rows; large attention_flash_bwd: ``rows`` random rows of dQ and of dK/dV in the
+    first, last and two random batch*heads; large attention_decode: every output row of the first,
+    last and two random (batch, KV head) pairs; large matmul: ``rows`` random rows of C.
+    Elementwise is always full."""
     kind = workload.name
     rng = np.random.default_rng(seed)
     if kind in SAMPLED_ATTENTION:       # the built-ins only: a user kernel is checked by its own reference
@@ -72,6 +109,25 @@ def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int
 
             ref = np.stack([_attention_rows(q[h], k[kv(h)], v[kv(h)], r, causal, window) for h in heads])
             return {"o": (np.ix_(heads, r, np.arange(d)), ref)}, "sampled"
+    elif kind == "attention_flash_bwd":
+        bh, n, d = inputs["q"].shape
+        if force_sample or bh * n * n > BIG_FLASH_BWD:
+            heads = _sample_heads(bh, rng)
+            r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+            c = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+            got = [_flash_bwd_rows({nm: inputs[nm][h] for nm in ("q", "k", "v", "o", "do", "lse")}, r, c,
+                                   bool(workload.params.get("causal"))) for h in heads]
+            cols = np.arange(d)
+            return {"dq": (np.ix_(heads, r, cols), np.stack([g[0] for g in got])),
+                    "dk": (np.ix_(heads, c, cols), np.stack([g[1] for g in got])),
+                    "dv": (np.ix_(heads, c, cols), np.stack([g[2] for g in got]))}, "sampled"
+    elif kind == "attention_decode":
+        bkv, kv_len, d = inputs["k"].shape
+        if force_sample or bkv * kv_len * d > BIG_DECODE:
+            # (batch, KV head) pairs, each one KV cache and its query tile; 2 when a cache has 16M values
+            pairs = _sample_heads(bkv, rng, max(2, min(SAMPLE_HEADS, (1 << 25) // (kv_len * d))))
+            ref = workload.reference({nm: inputs[nm][pairs] for nm in ("q", "k", "v")})["o"]
+            return {"o": (np.ix_(pairs, np.arange(ref.shape[1]), np.arange(d)), ref)}, "sampled"
     elif kind == "matmul":
         a, b = inputs["a"], inputs["b"]
         m, kk = a.shape
