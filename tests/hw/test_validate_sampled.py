@@ -87,3 +87,21 @@ def test_gqa_window_check_in_triton_interpreter(kv_heads):
     bad = np.array(out["o"], copy=True)
     bad[-1, 100] = bad[-2, 100]            # the last head's row 100 from its neighbour
     assert check_outputs(wl, {"o": bad}, inputs)[0] > tolerance(wl.params)
+
+
+def test_point_inputs_reused_only_for_identical_plain_inputs():
+    from gpusim.hw.validate import measure
+
+    measure._INPUT_CACHE.clear()
+    a = build("attention_decode", dict(batch=1, heads=4, kv_heads=2, kv_len=256, head_dim=32, num_splits=2))
+    b = build("attention_decode", dict(batch=1, heads=4, kv_heads=2, kv_len=256, head_dim=32, num_splits=4))
+    c = build("attention_decode", dict(batch=1, heads=4, kv_heads=1, kv_len=256, head_dim=32, num_splits=4))
+    x = measure.point_inputs(a, 1)
+    assert measure.point_inputs(b, 1) is x and measure.point_inputs(a, 2) is not x
+    y = measure.point_inputs(c, 1)
+    assert y is not x and y["k"].shape != x["k"].shape
+    for n in a.inputs:
+        assert np.array_equal(x[n], numpy_exec.random_inputs(a, 1)[n])
+    f = build("attention_flash_bwd", dict(batch=1, heads=1, seq_len=32, head_dim=16, BLOCK_M=16, BLOCK_N=16))
+    assert measure.point_inputs(f, 1) is not measure.point_inputs(f, 1)       # a kernel's generator: never reused
+    measure._INPUT_CACHE.clear()
