@@ -12,10 +12,12 @@ validation point:
   mlp       memory-level parallelism: one CTA per SM streaming tiles from HBM (or L2) into a dot or
             into registers, against warps, pipelining depth and tile size: the bytes a CTA keeps in
             flight, and the dot's own time without the loads.
+  reduction a dependency chain through a row max / sum of an R x C tile (one CTA per SM): the
+            latency a reduction adds to a CTA's critical path, against tile shape and warps.
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [resources SCENARIO...]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [reduction] [resources SCENARIO...]
 """
 from __future__ import annotations
 
@@ -275,6 +277,46 @@ def mlp(sm_count: int, clock: float) -> list:
                                      "total_gbs": tile * T * ctas / (us * 1e-6) / 1e9})
                         print("mlp", rows[-1], flush=True)
     del x
+    return rows
+
+
+# ----------------------------------------------------------------------------- reduction latency
+@triton.jit
+def _reduce_chain(out_ptr, c, T, R: tl.constexpr, C: tl.constexpr, OP: tl.constexpr):
+    # a dependent chain through a row reduction of an R x C fp32 tile: x = x * c - red(x)[:, None]
+    # (OP 0: max, 1: sum, 2: none, the same elementwise work without the reduction)
+    rr = tl.arange(0, R)
+    cc = tl.arange(0, C)
+    x = (rr[:, None] * C + cc[None, :]).to(tl.float32) * 1e-6
+    for _ in range(T):
+        if OP == 0:
+            x = x * c - tl.max(x, 1)[:, None]
+        elif OP == 1:
+            x = x * c - tl.sum(x, 1)[:, None] * 1e-3
+        else:
+            x = x * c - x * 1e-3
+    tl.store(out_ptr + tl.program_id(0) * R * C + rr[:, None] * C + cc[None, :], x)
+
+
+def reduction(sm_count: int, clock: float) -> list:
+    """Cycles per iteration of a reduction-carried dependency chain, one CTA per SM, against the
+    tile shape and warps; the same loop without the reduction gives the elementwise part."""
+    rows = []
+    T = 2048
+    for R, C in ((16, 64), (64, 64), (128, 64), (64, 128), (128, 128)):
+        for nw in (4, 8):
+            out = torch.empty(sm_count * R * C, device="cuda", dtype=torch.float32)
+            for op, name in ((0, "max"), (1, "sum"), (2, "none")):
+                fn = lambda: _reduce_chain[(sm_count,)](out, 0.999, T, R=R, C=C, OP=op, num_warps=nw)
+                try:
+                    fn()
+                    us = _bench_us(fn)
+                except Exception as e:  # noqa: BLE001 - recorded, not fatal
+                    rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "error": repr(e)[:200]})
+                    continue
+                rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
+                             "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())})
+                print("reduction", rows[-1], flush=True)
     return rows
 
 
