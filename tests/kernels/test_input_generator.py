@@ -85,8 +85,8 @@ def test_forward64_blocks_and_torch_agree(causal):
         np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
     pytest.importorskip("torch")
     c = forward64(q, k, v, causal, device="cpu")
-    for x, y in zip(a, c):
-        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+    for x, y in zip(a, c):      # float64 both, summed in another order (torch's blocking follows its thread count)
+        np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-9)
 
 
 def test_simulate_check_uses_the_generator():
