@@ -219,6 +219,41 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
                              ptxas_version=_ptxas_version(arch), **parse_res_usage(res, name), **parse_sass(sass))
 
 
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> dict:
+    """``_compile(...).to_dict()``. Under ``TRITON_INTERPRET=1``, once the interpreter has run a kernel
+    of the same source in this process, Triton's compiler fails on it ("'value' object has no
+    attribute 'dtype'": the interpreter's semantics stay bound to it), so a failure there is
+    retried in a child process without the interpreter, and only that answer is cached."""
+    try:
+        return _compile(source, name, sig_types, num_warps, num_stages, arch).to_dict()
+    except CompileError:
+        if not _interpreting():
+            raise
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    job = json.dumps([source, name, list(sig_types), num_warps, num_stages, arch])
+    code = ("import json, sys\nfrom gpusim.backends.triton import compile as c\n"
+            "a = json.loads(sys.stdin.read())\n"
+            "try:\n    print(json.dumps({'result': c._compile(a[0], a[1], tuple(a[2]), *a[3:]).to_dict()}))\n"
+            "except c.CompileError as e:\n    print(json.dumps({'error': str(e)}))\n")
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x])
+    out = subprocess.run([sys.executable, "-c", code], input=job, capture_output=True, text=True, env=env)
+    try:
+        ans = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CompileError(f"{name}: the compile in a child process failed: "
+                           f"{(out.stderr.strip().splitlines() or ['no output'])[-1]}") from None
+    if "error" in ans:
+        raise CompileError(ans["error"])
+    return ans["result"]
+
+
 # --------------------------------------------------------------------------- cached entry points
 _MEMO: dict = {}
 
@@ -255,7 +290,7 @@ def compile_source(source: str, name: str, sig_types: tuple, num_warps: int, num
             if cached_only:
                 return None
             try:
-                entry = {"key": key_text, "result": _compile(source, name, sig_types, num_warps, num_stages, arch).to_dict()}
+                entry = {"key": key_text, "result": _compile_clean(source, name, sig_types, num_warps, num_stages, arch)}
             except CompileError as e:
                 entry = {"key": key_text, "error": str(e)}
             write_atomic(os.path.join(cache_dir("resources"), f"{key}.json"), json.dumps(entry, sort_keys=True))

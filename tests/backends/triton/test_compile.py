@@ -1,9 +1,14 @@
 """Compiled resources: parsing the toolchain's output (no triton needed), and compiling a recorded
 config again reproduces its registers per thread (needs triton; no GPU)."""
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
+
+if "triton" not in sys.modules:
+    os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported (as the other Triton tests do)
 
 from gpusim import kernels
 from gpusim.backends.sim import cost
@@ -137,3 +142,25 @@ def test_results_say_which_resources_they_used(monkeypatch):
     assert r.resources == "estimated" and r.row()["resources"] == "estimated"
     assert all(k.row(0)["resources"] == "estimated" for k in r.kernels)
     assert "resources" in METRIC_COLUMNS and "resources" in KERNEL_COLUMNS
+
+
+def test_compiling_a_source_the_interpreter_just_ran(tmp_path, monkeypatch):
+    """Under TRITON_INTERPRET=1 Triton's compiler fails on a source the interpreter has run in this
+    process; the compile is retried in a clean child process, so the cache holds the real answer
+    (it used to hold the failure, and every later run in any process got 'estimated')."""
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs the Triton interpreter (TRITON_INTERPRET=1 before triton is imported)")
+    from gpusim.backends import numpy_exec
+    from gpusim.backends.triton import compile as tc
+    from gpusim.backends.triton import run as tb
+
+    monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path))
+    wl = kernels.build("attention_flash", dict(batch=1, heads=2, seq_len=128, head_dim=64))
+    tb.run_workload(wl, numpy_exec.random_inputs(wl, 0), device="cpu")
+    la = wl.launches[0]
+    got = tc.compile_program(la.program, la.grid)
+    assert got.registers_per_thread > 32 and dict(got.sass_loop).get("HGMMA", 0) > 0
+    cached = [json.loads(p.read_text()) for p in (tmp_path / "resources").glob("*.json")]
+    assert cached and all("result" in c for c in cached)
