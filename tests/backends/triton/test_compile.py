@@ -157,6 +157,7 @@ def test_compiling_a_source_the_interpreter_just_ran(tmp_path, monkeypatch):
     from gpusim.backends.triton import run as tb
 
     monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # a cached cubin would skip the front end
     wl = kernels.build("attention_flash", dict(batch=1, heads=2, seq_len=128, head_dim=64))
     tb.run_workload(wl, numpy_exec.random_inputs(wl, 0), device="cpu")
     la = wl.launches[0]
