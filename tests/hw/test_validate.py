@@ -4,6 +4,7 @@ import json
 import os
 import stat
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ from gpusim.hw.validate import rows as vrows  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
 from gpusim.hardware import load_gpu  # noqa: E402
 from gpusim.sweep.scenario import load_scenario  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- statistics
@@ -236,6 +239,26 @@ def test_deadline_skips_points(tmp_path):
     assert {r["status"] for r in records} == {"skipped"}
     rows = vrows.build_rows(records, "h200")
     assert analysis.analyze(rows)["counts"]["by_status"] == {"skipped": 3}
+
+
+def test_a_kernel_file_is_found_relative_to_its_scenario(tmp_path, monkeypatch):
+    """``kernel: file.py:name`` in a validation scenario resolves against the scenario's folder when
+    measuring, predicting and re-analysing (it was looked up in the working directory)."""
+    import shutil
+
+    sub = tmp_path / "micro"
+    sub.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "kernels" / "chain_dot.py", sub / "chain_dot.py")
+    (sub / "s.yaml").write_text("name: chain\ngpu: h200\nkernel: chain_dot.py:chain_dot\n"
+                                "params: {ctas: 2, trips: 2, BLOCK_M: 64, BLOCK_N: 16, D: 16}\n"
+                                "sweep:\n  num_warps: [4, 8]\ncheck: true\n")
+    monkeypatch.chdir(tmp_path)
+    records, _ = run.run_validation(load_scenario("micro/s.yaml"), load_gpu("h200"), tmp_path / "v", FakeBackend(),
+                                    ncu=False, jobs=1)
+    assert [r["kernel"] for r in records] == ["micro/chain_dot.py:chain_dot"] * 2
+    assert {r["status"] for r in records} == {"ok"} and all(r["predicted"]["status"] == "ok" for r in records)
+    rows = predict.resimulate(tmp_path / "v" / "validation.json", "h200")
+    assert {r["status"] for r in rows if r["scope"] == "point"} == {"ok"}
 
 
 def test_status_combination():

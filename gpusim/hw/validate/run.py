@@ -35,6 +35,17 @@ def _environment_meta(backend) -> dict:
         return {"error": error_text(e)}
 
 
+def _recorded_kernel(pt) -> str:
+    """The kernel a record names: a built-in's name, or a kernel file's path relative to the working
+    directory (the scenario names it relative to itself; the repository root is where validations
+    run and are re-analysed), so measuring, predicting and ``--reanalyze`` all find the file."""
+    ref = pt.kernel_ref or pt.kernel
+    where, sep, attr = ref.rpartition(":")
+    if sep and os.path.isabs(where):
+        return f"{os.path.relpath(where)}:{attr}"
+    return ref
+
+
 def _start_predictions(records: list, cfg: GPUConfig, jobs: int | None) -> tuple:
     """(pool, {index: future}) predicting every point in worker processes; (None, {}) to predict
     inline after measuring (one job, or no process pool on this machine)."""
@@ -127,7 +138,7 @@ def run_validation(sc, cfg: GPUConfig, out: Path, backend=None, *, ncu: bool = T
             "gpusim_version": __version__, "git_revision": rev, "param_names": list(sc.param_names),
             "seeds": list(seeds), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ncu_max": ncu_max,
             "tolerances": TOL, "sample_rows": SAMPLE_ROWS}
-    records = [{"index": i, "kernel": pt.kernel, "params": dict(pt.params), "fidelity": pt.fidelity,
+    records = [{"index": i, "kernel": _recorded_kernel(pt), "params": dict(pt.params), "fidelity": pt.fidelity,
                 "group": group_key(pt.kernel, pt.params), "status": "skipped", "reason": "not run",
                 "predicted": None, "ncu": None} for i, pt in enumerate(sc.points)]
 
