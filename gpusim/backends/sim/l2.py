@@ -6,9 +6,9 @@ still filling is a hit that must wait for that fill: miss merging). The cache ke
 data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
 line address (real L2s hash addresses too), so strided tiles spread over all sets.
 
-Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop): the tags are
-one ``(sets, ways)`` array; each way's LRU stamp, owner and ready time share one 32-byte record
-of ``meta``. A way predictor (``hint``: the way a line was last found in, indexed by the line's
+Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop, bound by the
+host's cache misses): each way's tag, LRU stamp, owner and ready time share one 32-byte record of
+``meta`` (``(sets, ways, 4)``), so a predicted hit touches one host cache line. A way predictor (``hint``: the way a line was last found in, indexed by the line's
 low address bits) lets most hits check one tag instead of the whole set; a wrong hint only costs
 the full search, so hits, misses and the LRU state are those of a plain search.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-STAMP, OWNER, READY = 0, 1, 2      # words of a way's ``meta`` record (READY holds float64 bits)
-META = 4                           # words per record (one unused: 32-byte aligned records)
+STAMP, OWNER, READY, TAG = 0, 1, 2, 3   # words of a way's ``meta`` record (READY holds float64 bits)
+META = 4                                # words per record (32-byte aligned records)
 HINT_BITS = 20                     # way-predictor entries: 1 Mi lines (128 MiB of addresses)
 
 
@@ -32,7 +32,7 @@ def _first_set(block, nsets):
 
 
 @njit(cache=True)
-def _access(hint, tags, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
+def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
     hits = misses = 0
     latest_ready = 0.0
@@ -55,37 +55,37 @@ def _access(hint, tags, meta, meta_f, clock, miss_slots, base, nrows, pitch, row
             s = set0 + (line & 31)
             if s >= nsets:
                 s %= nsets
-            tg = tags[s]
+            ms = meta[s]
             hk = line & hmask
             found = hint[hk] + 1            # the predicted way + 1, 0 for a miss
-            if tg[found - 1] != line:
+            if ms[found - 1, TAG] != line:
                 found = 0                   # the tags of a set are unique: the sum is the matching way + 1
                 for w in range(ways):
-                    found += (w + 1) * (tg[w] == line)
+                    found += (w + 1) * (ms[w, TAG] == line)
                 if found:
                     hint[hk] = found - 1
             clk += 1
             if found:
                 w = found - 1
                 hits += 1
-                m = meta[s, w]
+                m = ms[w]
                 m[STAMP] = clk
                 m[OWNER] = who
                 rd = meta_f[s, w, READY]
                 if rd > latest_ready:
                     latest_ready = rd
             else:
-                ms = meta[s]
                 victim = 0
                 oldest = ms[0, STAMP]
                 for w in range(1, ways):
                     if ms[w, STAMP] < oldest:
                         oldest = ms[w, STAMP]
                         victim = w
-                tg[victim] = line
                 hint[hk] = victim
-                ms[victim, STAMP] = clk
-                ms[victim, OWNER] = who
+                m = ms[victim]
+                m[TAG] = line
+                m[STAMP] = clk
+                m[OWNER] = who
                 meta_f[s, victim, READY] = now
                 miss_slots[misses] = (s * ways + victim) * META + READY   # sized by the caller for every line
                 misses += 1
@@ -109,8 +109,9 @@ class L2Cache:
             raise ValueError(f"L2 line size {line_bytes} B must be a power of two")
         self.ways = w = int(ways)
         self.nsets = max(1, int(capacity_bytes) // (self.line_bytes * self.ways))
-        self.tags = np.full((self.nsets, w), -1, dtype=np.int64)
         self.meta = np.zeros((self.nsets, w, META), dtype=np.int64)
+        self.tags = self.meta[:, :, TAG]
+        self.tags[:] = -1
         self.meta_f = self.meta.view(np.float64)       # the READY words, read as float64
         self.flat_f = self.meta_f.reshape(-1)
         self.stamps = self.meta[:, :, STAMP]
@@ -142,7 +143,7 @@ class L2Cache:
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        r = _access(self.hint, self.tags, self.meta, self.meta_f, self.clock, slots, base, nrows, pitch, row_bytes,
+        r = _access(self.hint, self.meta, self.meta_f, self.clock, slots, base, nrows, pitch, row_bytes,
                     self.line_shift, self.nsets, self.ways, float(now), who)
         self._pending = r[1]
         return r
