@@ -6,9 +6,8 @@ walks its CTAs' step lists (``steps.py``). Compute steps hold a pipe of their SM
 SIMT pair vector+special-function) for the cycles ``cost.py`` gives; a busy pipe makes the next
 CTA wait (FIFO). Loads are asynchronous: a pipelined loop issues the loads of iteration
 ``i + stages - 1`` when iteration ``i`` starts, and a CTA blocks only where it first uses a tile
-that has not arrived. A load's bytes go through the L2 (tags-only LRU in ``l2.py``); misses also
-cross the shared HBM channel. Bandwidth is modelled by reserving time on FIFO channels (HBM, L2,
-each SM's load port), latency is added on top.
+that has not arrived. A load's bytes go through the L2 and the shared channels (``memory.py``:
+FIFO bandwidth reservations on the HBM, the L2 and each SM's load port, latency on top).
 
 Speed: long launches are sampled (the first waves and the last waves are simulated, the steady
 middle is extrapolated from the measured rate) and long loops are coarsened (``loop_group``
@@ -27,42 +26,12 @@ from ...hardware import GPUConfig
 from ...result import CTAEvent, OpEvent
 from . import codegen, cost
 from .l2 import L2Cache
+from .memory import Channel, MemoryPath
 from .stats import Counters, LaunchStats, Sampling, Tally
-from .steps import Issue, LoadDesc, LoopStep, StoreStep, TensorStep, Wait, arithmetic, compile_program
+from .steps import Issue, LoopStep, StoreStep, TensorStep, Wait, arithmetic, compile_program
 
 HEAD_WAVES = 4        # waves simulated from the start of a sampled launch (see LaunchSim._plan)
 SAMPLE_ABOVE_WAVES = 8  # launches of more waves than this are sampled
-
-
-# --------------------------------------------------------------------------- shared channels
-class Channel:
-    """A FIFO bandwidth server: a transfer of ``b`` bytes holds it for b / rate cycles."""
-
-    __slots__ = ("rate", "free_at", "busy", "log")
-
-    def __init__(self, bytes_per_cycle: float, log: bool = False):
-        self.rate = bytes_per_cycle
-        self.free_at = 0.0
-        self.busy = 0.0
-        self.log = [] if log else None
-
-    def transfer(self, nbytes: float, now: float) -> float:
-        start = self.free_at if self.free_at > now else now
-        dur = nbytes / self.rate
-        self.free_at = start + dur
-        self.busy += dur
-        if self.log is not None and nbytes:
-            self.log.append((start, self.free_at, nbytes))
-        return self.free_at
-
-
-class SM:
-    __slots__ = ("pipe_free", "pipe_busy", "port")
-
-    def __init__(self, port_rate: float):
-        self.pipe_free = [0.0, 0.0, 0.0]      # tensor, vector, sfu
-        self.pipe_busy = [0.0, 0.0, 0.0]
-        self.port = Channel(port_rate)
 
 
 # --------------------------------------------------------------------------- one launch
@@ -80,13 +49,7 @@ class LaunchSim:
         self.loops = [s for s in self.steps if isinstance(s, LoopStep)]
         self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
         self.tensors = {p.name: p for p in launch.program.params}
-        # elements per global access of each load (what Triton can prove aligned)
-        self.widths = {d.idx: codegen.vector_width(self.tensors[d.tensor], d.shape) for d in self.loads}
         self.cross_block = 1.0 - cfg.tensor_simt_overlap
-        # a CTA's own fill rate once data arrives (None: only the shared port limits it)
-        w = launch.program.num_warps
-        self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
-                          cfg.warp_load_bytes_per_clk * w if cfg.warp_load_bytes_per_clk else None)
         self.fidelity = fidelity
         self.timeline = timeline
         self.loop_steps = loop_steps
@@ -94,7 +57,6 @@ class LaunchSim:
         self.n_ctas = launch.num_programs
         self.slots = min(self.n_ctas, cfg.sm_count * self.occ.ctas_per_sm)
         self.events: list = []
-        self._bounds: dict = {}         # (load idx, repeat, offsets) -> (first byte, rows, pitch, row bytes) or None
 
     # ---- work per CTA (loop trips), for sampling and extrapolation
     def _pid(self, cid):
@@ -135,7 +97,7 @@ class LaunchSim:
         order, sampled = self._plan()
         self._setup(sampled)
         self._simulate(order, sampled)
-        end = max([c[0] for c in self.completions] + [self.hbm.free_at, self.l2ch.free_at])
+        end = max([c[0] for c in self.completions] + [self.mem.hbm.free_at, self.mem.l2ch.free_at])
         sim_work = sum(w for _, w in self.completions)
         counters = self.counters.freeze()
         extra, scale = 0.0, 1.0
@@ -163,17 +125,15 @@ class LaunchSim:
 
     def _setup(self, sampled: bool):
         cfg = self.cfg
-        clk = cfg.clock_hz
         S = self.slots
         self.now = 0.0
         self.l2.new_launch()
-        self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=self.timeline)
-        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
-        self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=self.timeline)
-        self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
-        self.dispatch_cycles = cfg.cta_dispatch_ns * 1e-9 * clk      # per CTA, GPU-wide
-        self.dispatch = Channel(1.0 / self.dispatch_cycles) if self.dispatch_cycles else None
         self.counters = Tally()
+        self.mem = MemoryPath(cfg, self.l2, self.addr, self.tensors, self.launch.program.num_warps, self.counters,
+                              self.timeline)
+        self.sms = self.mem.sms
+        self.dispatch_cycles = cfg.cta_dispatch_ns * 1e-9 * cfg.clock_hz      # per CTA, GPU-wide
+        self.dispatch = Channel(1.0 / self.dispatch_cycles) if self.dispatch_cycles else None
         self.completions = []          # (time, work)
         LaunchSim._owners += 1
         self.tail_owner = LaunchSim._owners
@@ -199,8 +159,9 @@ class LaunchSim:
         window = Counters().plus(self._snap[1]).plus(self._snap[0], -1.0)
         skipped = Counters().plus(window, (total_work - sim_work) / w_win)
         # ... and can go no faster than the shared channels carry those bytes
-        hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * self.hbm_write_rate_ratio) / self.hbm.rate
-        l2_cycles = (skipped.l2_read_bytes + skipped.l2_write_bytes) / self.l2ch.rate
+        mem = self.mem
+        hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
+        l2_cycles = (skipped.l2_read_bytes + skipped.l2_write_bytes) / mem.l2ch.rate
         extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles, (n - len(order)) * self.dispatch_cycles)
         # the skipped middle streamed its unique data through the L2: if that is more than the L2
         # holds, only lines the tail CTAs touched survive it
@@ -218,7 +179,7 @@ class LaunchSim:
                      for i in range(3))
         transfers = ()
         if self.timeline:
-            transfers = (("hbm", tuple(self.hbm.log)), ("l2", tuple(self.l2ch.log)))
+            transfers = (("hbm", tuple(self.mem.hbm.log)), ("l2", tuple(self.mem.l2ch.log)))
         return LaunchStats(cycles, counters, busy, self.occ, sampling, tuple(self.events), transfers)
 
     def _dispatch(self, order, head):
@@ -243,76 +204,6 @@ class LaunchSim:
                 self._snap.append(self.counters.freeze())
             if self.timeline:
                 self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))
-
-    # ---- memory
-    def _load(self, d: LoadDesc, offs, now, sm, who, nrep=1, rep_axis=None, exposures=0.0):
-        """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
-        more times the load's latency is waited out (a merged step standing for iterations that
-        each wait for their own tile)."""
-        key = (d.idx, nrep, *offs)
-        r = self._bounds.get(key, False)
-        if r is False:
-            shape = d.shape
-            if nrep > 1:
-                shape = list(shape)
-                shape[rep_axis] *= nrep
-            r = analysis.tile_bytes_in_bounds(self.tensors[d.tensor], offs, tuple(shape))
-            if r is not None:
-                r = (self.addr[d.tensor] + r[2], r[0], r[3], r[1])
-            self._bounds[key] = r      # CTAs that share a tile (K/V of one head, a GEMM panel) hit this
-        if r is None:
-            return now
-        base, rows, pitch, row_bytes = r
-        nbytes = rows * row_bytes
-        hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
-        lines = hits + misses
-        miss_bytes = nbytes * misses / lines if lines else 0.0
-        c = self.counters
-        c.l2_read_bytes += nbytes
-        c.l2_hit_bytes += nbytes - miss_bytes
-        c.dram_read_bytes += miss_bytes
-        if d.sram:
-            c.sram_bytes += nbytes
-        cfg = self.cfg
-        t = self.tensors[d.tensor]
-        es = ir.DTYPE_BYTES[t.dtype]
-        # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot go
-        # through cp.async / TMA into shared memory, whose narrow rate is not measured: bytes only
-        port = nbytes if d.sram else codegen.port_bytes(nbytes, nbytes / es, es, self.widths[d.idx], cfg)
-        ready = max(self.l2ch.transfer(nbytes, now), sm.port.transfer(port, now)) + cfg.l2_latency_cycles
-        if hit_ready > ready:
-            ready = hit_ready
-        if misses:
-            fill = self.hbm.transfer(miss_bytes, now) + cfg.hbm_latency_cycles
-            self.l2.fill_done(fill)
-            ready = max(ready, fill)
-        lat = cfg.hbm_latency_cycles if misses else cfg.l2_latency_cycles
-        rate = self.fill_rate[0 if d.sram else 1]
-        if rate:
-            ready = max(ready, now + lat + nbytes / rate)
-        return ready + exposures * lat
-
-    def _store(self, op: ir.Store, pid, lv, now, who, sm=None):
-        offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
-        t = self.tensors[op.tensor.name]
-        r = analysis.tile_bytes_in_bounds(t, offs, op.value.shape)
-        if r is None:
-            return
-        rows, row_bytes, first, pitch = r
-        nbytes = rows * row_bytes
-        if sm is not None:
-            # a store Triton cannot vectorise holds the SM's load/store path like a narrow load
-            es = ir.DTYPE_BYTES[t.dtype]
-            port = codegen.port_bytes(nbytes, nbytes / es, es, codegen.vector_width(t, op.value.shape), self.cfg)
-            if port > nbytes:
-                sm.port.transfer(port, now)
-        # write-allocate in L2 (a later kernel's read can hit), write through to HBM
-        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)
-        self.l2.fill_done(now)
-        self.l2ch.transfer(nbytes, now)
-        self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
-        self.counters.dram_write_bytes += nbytes
-        self.counters.l2_write_bytes += nbytes
 
     # ---- compute
     def _compute(self, s, sm, now, scale=1.0):
@@ -353,13 +244,13 @@ class LaunchSim:
             kind = type(s)
             if kind is Issue:
                 d = s.load
-                ready[d.idx] = self._load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], self.now, sm, who)
+                ready[d.idx] = self.mem.load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], self.now, sm, who)
             elif kind is Wait:
                 t = ready.pop(s.load, 0.0)
                 if t > self.now:
                     yield self._wait(t, sm_id, cid)
             elif kind is StoreStep:
-                self._store(s.op, pid, {}, self.now, who, sm)
+                self.mem.store(s.op, pid, {}, self.now, who, sm)
             elif kind is LoopStep:
                 yield from self._loop(s, pid, sm, sm_id, cid, who)
             else:
@@ -408,11 +299,11 @@ class LaunchSim:
         for ld, o0, delta, axis, lead in aff:
             offs = [a + lo * b for a, b in zip(o0, delta)]
             if axis is not None or k == 1:
-                out[ld.idx] = self._load(ld, offs, now, sm, who, k, axis, expose)
+                out[ld.idx] = self.mem.load(ld, offs, now, sm, who, k, axis, expose)
             else:
                 t = now
                 for r in range(k):
-                    t = max(t, self._load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
+                    t = max(t, self.mem.load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
                 out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
         return out
 
@@ -441,8 +332,7 @@ class LaunchSim:
             ready = self._issue_group(late, j, trips, sm, who, 0, inflight.pop(j, {}))
             scale = min(g, trips - j * g)
             if d.spill_bytes:
-                t = max(self.l2ch.transfer(d.spill_bytes * scale, self.now),
-                        sm.port.transfer(d.spill_bytes * scale, self.now))
+                t = self.mem.spill(d.spill_bytes * scale, self.now, sm)
                 if t > self.now:
                     yield t - self.now
             for s in d.body:
@@ -453,7 +343,7 @@ class LaunchSim:
                         yield self._wait(t, sm_id, cid)
                 elif kind is StoreStep:
                     for r in range(scale):      # a merged step stores every iteration it stands for
-                        self._store(s.op, pid, {d.var: start + (j * g + r) * d.step}, self.now, who, sm)
+                        self.mem.store(s.op, pid, {d.var: start + (j * g + r) * d.step}, self.now, who, sm)
                 else:
                     yield self._step(s, sm, sm_id, cid, scale)
 

@@ -1,0 +1,156 @@
+"""The memory path of one launch: the shared channels and tile loads and stores through the L2.
+
+Bandwidth is modelled by reserving time on FIFO channels (``Channel``: the HBM, the L2's
+bandwidth, each SM's load/store port); latency is added on top. A tile's bytes go through the L2
+(tags-only LRU in ``l2.py``); misses also cross the HBM channel. ``MemoryPath`` owns these for
+one launch and adds the bytes it moves to the launch's ``Tally``; the engine (``engine.py``)
+decides when a CTA issues a load and how long it waits for it.
+
+Speed: a tile's placement (first byte, rows, pitch, bytes, port cost) depends only on the load and
+its offsets, so it is worked out once per distinct tile (CTAs that share a tile, the K/V of one
+head or a GEMM panel, reuse it).
+"""
+from __future__ import annotations
+
+from ...dsl import analysis, ir
+from ...hardware import GPUConfig
+from . import codegen
+from .l2 import L2Cache
+from .stats import Tally
+from .steps import LoadDesc
+
+
+class Channel:
+    """A FIFO bandwidth server: a transfer of ``b`` bytes holds it for b / rate cycles."""
+
+    __slots__ = ("rate", "free_at", "busy", "log")
+
+    def __init__(self, bytes_per_cycle: float, log: bool = False):
+        self.rate = bytes_per_cycle
+        self.free_at = 0.0
+        self.busy = 0.0
+        self.log = [] if log else None
+
+    def transfer(self, nbytes: float, now: float) -> float:
+        start = self.free_at if self.free_at > now else now
+        dur = nbytes / self.rate
+        self.free_at = start + dur
+        self.busy += dur
+        if self.log is not None and nbytes:
+            self.log.append((start, self.free_at, nbytes))
+        return self.free_at
+
+
+class SM:
+    __slots__ = ("pipe_free", "pipe_busy", "port")
+
+    def __init__(self, port_rate: float):
+        self.pipe_free = [0.0, 0.0, 0.0]      # tensor, vector, sfu
+        self.pipe_busy = [0.0, 0.0, 0.0]
+        self.port = Channel(port_rate)
+
+
+class MemoryPath:
+    """One launch's channels and SMs, and its tile loads and stores through ``l2`` (which persists
+    across launches); every byte moved is added to ``counters``."""
+
+    def __init__(self, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, num_warps: int, counters: Tally,
+                 timeline: bool = False):
+        clk = cfg.clock_hz
+        self.cfg, self.l2, self.addr, self.tensors, self.counters = cfg, l2, addr, tensors, counters
+        self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=timeline)
+        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
+        self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=timeline)
+        self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
+        self.l2_latency, self.hbm_latency = cfg.l2_latency_cycles, cfg.hbm_latency_cycles
+        # a CTA's own fill rate once data arrives (None: only the shared port limits it)
+        self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
+                          cfg.warp_load_bytes_per_clk * num_warps if cfg.warp_load_bytes_per_clk else None)
+        self.tiles: dict = {}     # (load idx, repeat, offsets) -> the tile's placement (see ``tile``) or None
+
+    def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
+        """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate) of a load's tile
+        (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
+        shape = d.shape
+        if nrep > 1:
+            shape = list(shape)
+            shape[rep_axis] *= nrep
+        t = self.tensors[d.tensor]
+        r = analysis.tile_bytes_in_bounds(t, offs, tuple(shape))
+        if r is None:
+            return None
+        rows, row_bytes, first, pitch = r
+        nbytes = rows * row_bytes
+        es = ir.DTYPE_BYTES[t.dtype]
+        # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot go
+        # through cp.async / TMA into shared memory, whose narrow rate is not measured: bytes only
+        width = codegen.vector_width(t, d.shape)
+        port = nbytes if d.sram else codegen.port_bytes(nbytes, nbytes / es, es, width, self.cfg)
+        return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
+                self.fill_rate[0 if d.sram else 1])
+
+    def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
+        """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
+        more times the load's latency is waited out (a merged step standing for iterations that
+        each wait for their own tile)."""
+        key = (d.idx, nrep, *offs)
+        tile = self.tiles.get(key, False)
+        if tile is False:
+            tile = self.tiles[key] = self.tile(d, offs, nrep, rep_axis)
+        if tile is None:
+            return now
+        base, rows, pitch, row_bytes, nbytes, port, sram, rate = tile
+        hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
+        lines = hits + misses
+        miss_bytes = nbytes * misses / lines if lines else 0.0
+        c = self.counters
+        c.l2_read_bytes += nbytes
+        c.l2_hit_bytes += nbytes - miss_bytes
+        c.dram_read_bytes += miss_bytes
+        if sram:
+            c.sram_bytes += nbytes
+        ready = self.l2ch.transfer(nbytes, now)
+        t = sm.port.transfer(port, now)
+        if t > ready:
+            ready = t
+        ready += self.l2_latency
+        if hit_ready > ready:
+            ready = hit_ready
+        lat = self.l2_latency
+        if misses:
+            lat = self.hbm_latency
+            fill = self.hbm.transfer(miss_bytes, now) + lat
+            self.l2.fill_done(fill)
+            if fill > ready:
+                ready = fill
+        if rate:
+            t = now + lat + nbytes / rate
+            if t > ready:
+                ready = t
+        return ready + exposures * lat
+
+    def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
+        """Write a tile: allocated in the L2 (a later kernel's read can hit), written through to HBM."""
+        offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+        t = self.tensors[op.tensor.name]
+        r = analysis.tile_bytes_in_bounds(t, offs, op.value.shape)
+        if r is None:
+            return
+        rows, row_bytes, first, pitch = r
+        nbytes = rows * row_bytes
+        if sm is not None:
+            # a store Triton cannot vectorise holds the SM's load/store path like a narrow load
+            es = ir.DTYPE_BYTES[t.dtype]
+            port = codegen.port_bytes(nbytes, nbytes / es, es, codegen.vector_width(t, op.value.shape), self.cfg)
+            if port > nbytes:
+                sm.port.transfer(port, now)
+        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)
+        self.l2.fill_done(now)
+        self.l2ch.transfer(nbytes, now)
+        self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
+        self.counters.dram_write_bytes += nbytes
+        self.counters.l2_write_bytes += nbytes
+
+    def spill(self, nbytes: float, now, sm: SM) -> float:
+        """Local-memory traffic (register spills) through the L2 and the SM's port; returns its end."""
+        return max(self.l2ch.transfer(nbytes, now), sm.port.transfer(nbytes, now))
