@@ -34,6 +34,7 @@ def _first_set(block, nsets):
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
+    """``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META)."""
     hits = misses = 0
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
@@ -55,39 +56,40 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             s = set0 + (line & 31)
             if s >= nsets:
                 s %= nsets
-            ms = meta[s]
+            sb = s * ways * META
             hk = line & hmask
-            found = hint[hk] + 1            # the predicted way + 1, 0 for a miss
-            if ms[found - 1, TAG] != line:
+            w = np.int64(hint[hk])          # the predicted way
+            if meta[sb + w * META + TAG] != line:
                 found = 0                   # the tags of a set are unique: the sum is the matching way + 1
-                for w in range(ways):
-                    found += (w + 1) * (ms[w, TAG] == line)
+                for v in range(ways):
+                    found += (v + 1) * (meta[sb + v * META + TAG] == line)
+                w = found - 1               # -1: a miss
                 if found:
-                    hint[hk] = found - 1
+                    hint[hk] = w
             clk += 1
-            if found:
-                w = found - 1
+            if w >= 0:
+                m = sb + w * META
                 hits += 1
-                m = ms[w]
-                m[STAMP] = clk
-                m[OWNER] = who
-                rd = meta_f[s, w, READY]
+                meta[m + STAMP] = clk
+                meta[m + OWNER] = who
+                rd = meta_f[m + READY]
                 if rd > latest_ready:
                     latest_ready = rd
             else:
                 victim = 0
-                oldest = ms[0, STAMP]
-                for w in range(1, ways):
-                    if ms[w, STAMP] < oldest:
-                        oldest = ms[w, STAMP]
-                        victim = w
+                oldest = meta[sb + STAMP]
+                for v in range(1, ways):
+                    st = meta[sb + v * META + STAMP]
+                    if st < oldest:
+                        oldest = st
+                        victim = v
                 hint[hk] = victim
-                m = ms[victim]
-                m[TAG] = line
-                m[STAMP] = clk
-                m[OWNER] = who
-                meta_f[s, victim, READY] = now
-                miss_slots[misses] = (s * ways + victim) * META + READY   # sized by the caller for every line
+                m = sb + victim * META
+                meta[m + TAG] = line
+                meta[m + STAMP] = clk
+                meta[m + OWNER] = who
+                meta_f[m + READY] = now
+                miss_slots[misses] = m + READY          # sized by the caller for every line
                 misses += 1
     clock[0] = clk
     return hits, misses, latest_ready
@@ -113,6 +115,7 @@ class L2Cache:
         self.tags = self.meta[:, :, TAG]
         self.tags[:] = -1
         self.meta_f = self.meta.view(np.float64)       # the READY words, read as float64
+        self.flat = self.meta.reshape(-1)
         self.flat_f = self.meta_f.reshape(-1)
         self.stamps = self.meta[:, :, STAMP]
         self.owner = self.meta[:, :, OWNER]           # who touched the line last (see keep_only)
@@ -143,7 +146,7 @@ class L2Cache:
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        r = _access(self.hint, self.meta, self.meta_f, self.clock, slots, base, nrows, pitch, row_bytes,
+        r = _access(self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
                     self.line_shift, self.nsets, self.ways, float(now), who)
         self._pending = r[1]
         return r
