@@ -31,10 +31,10 @@ def _first_set(block, nsets):
     return ((h ^ (h >> 15)) << 5) % nsets
 
 
+# ``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META)
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
-    """``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META)."""
     hits = misses = 0
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
