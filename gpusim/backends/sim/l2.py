@@ -20,6 +20,7 @@ from numba import njit
 STAMP, OWNER, READY, TAG = 0, 1, 2, 3   # words of a way's ``meta`` record (READY holds float64 bits)
 META = 4                                # words per record (32-byte aligned records)
 HINT_BITS = 20                     # way-predictor entries: 1 Mi lines (128 MiB of addresses)
+U = np.uint64                      # array indices in the numba kernels (see _access)
 
 
 @njit(cache=True)
@@ -31,7 +32,9 @@ def _first_set(block, nsets):
     return ((h ^ (h >> 15)) << 5) % nsets
 
 
-# ``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META)
+# ``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META).
+# Every index is >= 0 and cast to unsigned (``U``): numba then skips its negative-index test on each
+# access (~12% of the lookup's time).
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
@@ -58,38 +61,38 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 s %= nsets
             sb = s * ways * META
             hk = line & hmask
-            w = np.int64(hint[hk])          # the predicted way
-            if meta[sb + w * META + TAG] != line:
+            w = np.int64(hint[U(hk)])          # the predicted way
+            if meta[U(sb + w * META + TAG)] != line:
                 found = 0                   # the tags of a set are unique: the sum is the matching way + 1
                 for v in range(ways):
-                    found += (v + 1) * (meta[sb + v * META + TAG] == line)
+                    found += (v + 1) * (meta[U(sb + v * META + TAG)] == line)
                 w = found - 1               # -1: a miss
                 if found:
-                    hint[hk] = w
+                    hint[U(hk)] = w
             clk += 1
             if w >= 0:
                 m = sb + w * META
                 hits += 1
-                meta[m + STAMP] = clk
-                meta[m + OWNER] = who
-                rd = meta_f[m + READY]
+                meta[U(m + STAMP)] = clk
+                meta[U(m + OWNER)] = who
+                rd = meta_f[U(m + READY)]
                 if rd > latest_ready:
                     latest_ready = rd
             else:
                 victim = 0
-                oldest = meta[sb + STAMP]
+                oldest = meta[U(sb + STAMP)]
                 for v in range(1, ways):
-                    st = meta[sb + v * META + STAMP]
+                    st = meta[U(sb + v * META + STAMP)]
                     if st < oldest:
                         oldest = st
                         victim = v
-                hint[hk] = victim
+                hint[U(hk)] = victim
                 m = sb + victim * META
-                meta[m + TAG] = line
-                meta[m + STAMP] = clk
-                meta[m + OWNER] = who
-                meta_f[m + READY] = now
-                miss_slots[misses] = m + READY          # sized by the caller for every line
+                meta[U(m + TAG)] = line
+                meta[U(m + STAMP)] = clk
+                meta[U(m + OWNER)] = who
+                meta_f[U(m + READY)] = now
+                miss_slots[U(misses)] = m + READY          # sized by the caller for every line
                 misses += 1
     clock[0] = clk
     return hits, misses, latest_ready
