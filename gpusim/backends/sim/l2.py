@@ -38,7 +38,7 @@ def _first_set(block, nsets):
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
-    hits = misses = 0
+    misses = 0
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
     if pitch == row_bytes and (row_bytes & mask) == 0 and (base & mask) == 0:
@@ -48,6 +48,7 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
     block = -1
     set0 = 0
     clk = clock[0]
+    sw = ways * META
     for r in range(nrows):
         start = base + r * pitch
         first = start >> line_shift
@@ -59,7 +60,7 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             s = set0 + (line & 31)
             if s >= nsets:
                 s %= nsets
-            sb = s * ways * META
+            sb = s * sw
             hk = line & hmask
             w = np.int64(hint[U(hk)])          # the predicted way
             if meta[U(sb + w * META + TAG)] != line:
@@ -72,12 +73,10 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             clk += 1
             if w >= 0:
                 m = sb + w * META
-                hits += 1
                 meta[U(m + STAMP)] = clk
                 meta[U(m + OWNER)] = who
                 rd = meta_f[U(m + READY)]
-                if rd > latest_ready:
-                    latest_ready = rd
+                latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
             else:
                 victim = 0
                 oldest = meta[U(sb + STAMP)]
@@ -94,6 +93,7 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 meta_f[U(m + READY)] = now
                 miss_slots[U(misses)] = m + READY          # sized by the caller for every line
                 misses += 1
+    hits = clk - clock[0] - misses         # one clock tick per line
     clock[0] = clk
     return hits, misses, latest_ready
 
