@@ -73,6 +73,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
         if timeline:
             events.extend(_timeline(launch.name, st, t_cycles, t_start))
         t_cycles = t_start + st.cycles
+    l2.release()
     total_us = t_cycles / cfg.clock_hz * 1e6 + cfg.sync_overhead_us
     wall = time.perf_counter() - t_wall
 

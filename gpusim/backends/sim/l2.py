@@ -104,8 +104,15 @@ def _set_ready(flat_f, miss_slots, n, t):
         flat_f[miss_slots[i]] = t
 
 
+_SPARE: dict = {}   # (sets, ways) -> (meta, hint) of a released cache: the next cache of that shape reuses them
+
+
 class L2Cache:
-    """Tags-only LRU cache; ``access`` returns (hit_lines, miss_lines, latest ready time of hit lines)."""
+    """Tags-only LRU cache; ``access`` returns (hit_lines, miss_lines, latest ready time of hit lines).
+
+    ``release`` hands the cache's arrays to the next cache of the same shape (a fresh one starts
+    from the same empty state either way): refilling mapped memory costs ~1 ms, while fresh pages
+    cost the host up to ~30 ms of page faults per point."""
 
     def __init__(self, capacity_bytes: int, line_bytes: int = 128, ways: int = 16):
         self.line_bytes = int(line_bytes)
@@ -114,7 +121,13 @@ class L2Cache:
             raise ValueError(f"L2 line size {line_bytes} B must be a power of two")
         self.ways = w = int(ways)
         self.nsets = max(1, int(capacity_bytes) // (self.line_bytes * self.ways))
-        self.meta = np.zeros((self.nsets, w, META), dtype=np.int64)
+        spare = _SPARE.pop((self.nsets, w), None)
+        if spare is None:
+            spare = (np.empty((self.nsets, w, META), dtype=np.int64),
+                     np.empty(1 << HINT_BITS, dtype=np.uint8 if w <= 256 else np.int64))
+        self.meta, self.hint = spare
+        self.meta.fill(0)
+        self.hint.fill(0)
         self.tags = self.meta[:, :, TAG]
         self.tags[:] = -1
         self.meta_f = self.meta.view(np.float64)       # the READY words, read as float64
@@ -123,10 +136,13 @@ class L2Cache:
         self.stamps = self.meta[:, :, STAMP]
         self.owner = self.meta[:, :, OWNER]           # who touched the line last (see keep_only)
         self.ready = self.meta_f[:, :, READY]
-        self.hint = np.zeros(1 << HINT_BITS, dtype=np.uint8 if w <= 256 else np.int64)
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
         self._pending = 0
+
+    def release(self) -> None:
+        """Done with this cache: its arrays go to the next cache of the same shape (do not use it after)."""
+        _SPARE[(self.nsets, self.ways)] = (self.meta, self.hint)
 
     @property
     def capacity_bytes(self) -> int:

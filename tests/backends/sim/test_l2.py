@@ -65,3 +65,19 @@ def test_fill_times_reach_every_missed_line_of_a_large_access():
     assert np.count_nonzero(c.ready == 777.0) == n
     hits, misses, ready = c.access(0, 1, 0, n * LINE, 1.0)
     assert (hits, misses, ready) == (n, 0, 777.0)
+
+
+def test_a_cache_on_released_arrays_starts_empty():
+    def trace(c):
+        out = []
+        for k in range(40):
+            out.append(c.access((k * 7919 % 97) * 4096, 8, 8192, 512, now=float(k)))
+            c.fill_done(k + 50.0)
+        return out
+
+    used = L2Cache(1 << 16, LINE, 4)
+    expected = trace(used)
+    used.release()
+    again = L2Cache(1 << 16, LINE, 4)               # takes the released arrays
+    assert again.meta is used.meta
+    assert trace(again) == expected
