@@ -296,14 +296,14 @@ class LaunchSim:
         lo = j * g
         k = min(g, trips - lo)
         expose = max(0.0, k / max(dist, 1) - 1.0)
+        load = self.mem.load
         for ld, o0, delta, axis, lead in aff:
-            offs = [a + lo * b for a, b in zip(o0, delta)]
             if axis is not None or k == 1:
-                out[ld.idx] = self.mem.load(ld, offs, now, sm, who, k, axis, expose)
+                out[ld.idx] = load(ld, [a + lo * b for a, b in zip(o0, delta)], now, sm, who, k, axis, expose)
             else:
                 t = now
                 for r in range(k):
-                    t = max(t, self.mem.load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
+                    t = max(t, load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
                 out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
         return out
 
