@@ -6,11 +6,12 @@ still filling is a hit that must wait for that fill: miss merging). The cache ke
 data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
 line address (real L2s hash addresses too), so strided tiles spread over all sets.
 
-Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop, bound by the
-host's cache misses): each way's tag, LRU stamp, owner and ready time share one 32-byte record of
-``meta`` (``(sets, ways, 4)``), so a predicted hit touches one host cache line. A way predictor (``hint``: the way a line was last found in, indexed by the line's
-low address bits) lets most hits check one tag instead of the whole set; a wrong hint only costs
-the full search, so hits, misses and the LRU state are those of a plain search.
+Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop): each way's
+tag, LRU stamp, owner and ready time share one 32-byte record of ``meta`` (``(sets, ways, 4)``),
+so a predicted hit touches one host cache line. A way predictor (``hint``: the way a line was
+last found in, indexed by the line's low address bits) lets most hits check one tag instead of
+the whole set; a wrong hint only costs the full search, so hits, misses and the LRU state are
+those of a plain search.
 """
 from __future__ import annotations
 
