@@ -15,8 +15,15 @@ Spills. A thread that needs more than 255 registers keeps the rest in local memo
 iteration then stores and reloads them (STL/LDL in the loop body). The microbenchmark with 256
 and 512 live fp32 values per thread runs at the L2's bandwidth for those bytes, so spill traffic
 is charged to the shared L2 channel and the SM's port, per iteration, before the iteration's work.
+
+Tensor duplication and unrolling. The compiled loop body's MMA shapes give the tensor FLOPs the
+loop really issues (more than the tiles hold when two warpgroups each compute a whole dot, see
+``tensor_duplication``); its global-load bytes against the tile program's give how many iterations
+ptxas unrolled into one body (``unroll_factor``), by which every per-iteration count is divided.
 """
 from __future__ import annotations
+
+import math
 
 from ...dsl import ir
 from ...hardware import GPUConfig
@@ -111,34 +118,79 @@ def loop_spill_bytes_per_thread(compiled) -> float:
     return out
 
 
-def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
-    """The step list with each loop's SIMT steps raised to the compiled loop's issue and SFU
-    cycles (never lowered: the measured per-op rates still bound them) and its spill traffic set."""
+def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
+    """Iterations of the tile program's loops that one compiled loop body holds (ptxas unrolls
+    small loop bodies, e.g. 4x for a 64x64x32 GEMM tile): the body's global-load bytes per thread
+    over the loads the tile program issues per iteration. The SASS counts of the loop (issue, MUFU,
+    spills, MMA FLOPs) are divided by it. 1 when unknown or when the loop loads nothing."""
+    body = getattr(compiled, "loop_load_bytes", None)
+    if not body:
+        return 1
+    tensors = {t.name: t for t in program.params}
+    per_iter = sum(math.prod(ld.shape) * ir.DTYPE_BYTES[tensors[ld.tensor].dtype]
+                   for s in loop_steps for ld in s.loads if ld.tensor in tensors)
+    if not per_iter:
+        return 1
+    return max(1, round(body * 32 * program.num_warps / per_iter))
+
+
+def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int = 1) -> float:
+    """How many times the compiled loops issue the tensor work of the tile program's loops (>= 1).
+
+    Triton cannot split a 64-row dot over two warpgroups (a wgmma covers 64 rows), so with 8 warps on
+    a 64-row tile the warpgroups split the columns; when that dot's result feeds another dot as
+    its A operand from registers (flash's ``P V``, the backward's ``dS K``), each warpgroup needs
+    whole rows and computes the first dot in full: the loop issues more MMA FLOPs than the tiles
+    hold. Read from the compiled loop bodies' HGMMA/HMMA shapes (``loop_mma_flops``, per ``unroll``
+    iterations); 1 when unknown."""
+    from .steps import TensorStep
+
+    per_warp = getattr(compiled, "loop_mma_flops", None)
+    tile = sum(b.flops for s in loop_steps for b in s.body if isinstance(b, TensorStep))
+    if not per_warp or not tile:
+        return 1.0
+    return max(1.0, per_warp * num_warps / unroll / tile)
+
+
+def _scaled_body(body: tuple, dup: float, issue, unroll: int) -> tuple:
+    """A loop body with its tensor steps scaled by ``dup`` and its SIMT steps raised to the
+    compiled loop's issue and SFU cycles per iteration (never lowered)."""
     from dataclasses import replace
 
-    from .steps import LoopStep, SimtStep
+    from .steps import SimtStep, TensorStep
+
+    if dup > 1.0:
+        body = tuple(replace(b, cycles=b.cycles * dup) if isinstance(b, TensorStep) else b for b in body)
+    if issue is None:
+        return body
+    vec = sum(b.vector_cycles for b in body if isinstance(b, SimtStep))
+    sfu = sum(b.sfu_cycles for b in body if isinstance(b, SimtStep))
+    fv = max(1.0, issue[0] / unroll / vec) if vec else 1.0
+    fs = max(1.0, issue[1] / unroll / sfu) if sfu else 1.0
+    return tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
+                 if isinstance(b, SimtStep) else b for b in body)
+
+
+def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
+    """The step list with each loop's SIMT steps raised to the compiled loop's issue and SFU
+    cycles, its tensor steps scaled by the work the compiler duplicates across warpgroups, and its
+    spill traffic set; the compiled loop's counts are per ``unroll_factor`` iterations."""
+    from dataclasses import replace
+
+    from .steps import LoopStep
 
     compiled = getattr(occupancy, "compiled", None)
-    out = []
-    for s in steps:
-        if not isinstance(s, LoopStep):
-            out.append(s)
-            continue
-        body = s.body
-        if compiled is not None:
-            spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps
-            issue = loop_issue_cycles(compiled, program.num_warps, cfg)
-            if issue is not None:
-                vec = sum(b.vector_cycles for b in body if isinstance(b, SimtStep))
-                sfu = sum(b.sfu_cycles for b in body if isinstance(b, SimtStep))
-                fv = max(1.0, issue[0] / vec) if vec else 1.0
-                fs = max(1.0, issue[1] / sfu) if sfu else 1.0
-                body = tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
-                             if isinstance(b, SimtStep) else b for b in body)
-        else:
-            from .cost import cta_resources
+    loops = [s for s in steps if isinstance(s, LoopStep)]
+    if compiled is not None:
+        unroll = unroll_factor(compiled, program, loops)
+        dup = tensor_duplication(compiled, program.num_warps, loops, unroll)
+        issue = loop_issue_cycles(compiled, program.num_warps, cfg)
+        spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps / unroll
+    else:
+        from .cost import cta_resources
 
-            spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
-                                              cfg.max_registers_per_thread)
-        out.append(replace(s, body=body, spill_bytes=spill))
-    return tuple(out)
+        unroll, dup, issue = 1, 1.0, None
+        spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
+                                          cfg.max_registers_per_thread)
+    return tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll), spill_bytes=spill)
+                 if isinstance(s, LoopStep) else s for s in steps)

@@ -26,7 +26,7 @@ from .cache import cache_dir, digest, import_source, write_atomic
 from .lower import kernel_name, launch_stages, lower
 
 POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
-FORMAT = 1   # bump when the fields of CompiledResources change (part of the cache key)
+FORMAT = 3   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,12 @@ class CompiledResources:
     global_store_widths: tuple   # the same for STG
     triton_version: str
     ptxas_version: str
+    # tensor FLOPs one warp's share of the loop body issues: each HGMMA.MxNxK (a warpgroup's) counts
+    # 2MNK / 4, each HMMA.MNK (a warp's) 2MNK; x num_warps = the CTA's per iteration. None: unknown
+    loop_mma_flops: float | None = None
+    # bytes per thread of the global loads (LDG, LDGSTS) inside loops: against the tile program's
+    # loads per iteration this gives how many iterations ptxas unrolled into one loop body
+    loop_load_bytes: float | None = None
 
     @property
     def spills(self) -> bool:
@@ -102,6 +108,21 @@ def access_bytes(opcode: str, mods: str) -> int:
     return 4
 
 
+_HGMMA_SHAPE = re.compile(r"^\.(\d+)x(\d+)x(\d+)")
+_HMMA_SHAPE = re.compile(r"^\.(16)(8)(8|16|32)\b")
+
+
+def mma_flops_per_warp(op: str, tail: str) -> float:
+    """Tensor FLOPs of one warp's share of an MMA instruction from its shape modifier: a Hopper
+    ``HGMMA.64x32x16`` is issued by the 4 warps of a warpgroup for a 64x32x16 product (2*M*N*K / 4
+    each); an ``HMMA.16816`` (m16n8k16) is one warp's. 0 when the shape is not recognised."""
+    m = (_HGMMA_SHAPE if op == "HGMMA" else _HMMA_SHAPE).match(tail)
+    if not m:
+        return 0.0
+    a, b, c = (int(x) for x in m.groups())
+    return 2.0 * a * b * c / (4 if op == "HGMMA" else 1)
+
+
 def parse_sass(text: str) -> dict:
     """Opcode-class counts (all and in-loop), spill bytes and global access widths from nvdisasm."""
     instrs, labels = [], {}
@@ -126,13 +147,18 @@ def parse_sass(text: str) -> dict:
     total, in_loop = Counter(), Counter()
     loads, stores = Counter(), Counter()
     spill_st = spill_ld = 0
-    for addr, op, mods, _ in instrs:
+    mma_flops = loop_loads = 0.0
+    for addr, op, mods, rest in instrs:
         keys = [op] + [d for d in _DETAIL if (op + mods).startswith(d)]
         inside = any(lo <= addr <= hi for lo, hi in loops)
         for k in keys:
             total[k] += 1
             if inside:
                 in_loop[k] += 1
+        if inside and op in ("HGMMA", "HMMA"):
+            mma_flops += mma_flops_per_warp(op, mods + rest)
+        if inside and op in ("LDG", "LDGSTS"):
+            loop_loads += access_bytes(op, mods)
         if op in ("LDG", "LDGSTS"):
             loads[access_bytes(op, mods)] += 1
         elif op == "STG":
@@ -141,7 +167,7 @@ def parse_sass(text: str) -> dict:
             spill_st += access_bytes(op, mods)
         elif op == "LDL":
             spill_ld += access_bytes(op, mods)
-    return {"sass": tuple(sorted(total.items())), "sass_loop": tuple(sorted(in_loop.items())),
+    return {"loop_mma_flops": mma_flops, "loop_load_bytes": loop_loads, "sass": tuple(sorted(total.items())), "sass_loop": tuple(sorted(in_loop.items())),
             "global_load_widths": tuple(sorted(loads.items())), "global_store_widths": tuple(sorted(stores.items())),
             "spill_store_bytes": spill_st, "spill_load_bytes": spill_ld}
 

@@ -75,3 +75,50 @@ def test_loop_spill_share_and_adjusted_loop():
         spill_store_bytes, spill_load_bytes = 64, 128
     # all 64 store bytes and 6/8 of the 128 load bytes sit in the loop
     assert codegen.loop_spill_bytes_per_thread(Compiled()) == 64 + 96
+
+
+def test_tensor_duplication_from_the_compiled_mma_shapes():
+    """A loop whose compiled body issues 1.5x its tiles' dot FLOPs (8 warps on a 64-row flash tile:
+    each warpgroup computes the whole Q K^T) has its tensor steps scaled by 1.5; never below 1."""
+    from gpusim.backends.sim.steps import LoopStep, TensorStep
+
+    def loop(*flops):
+        return LoopStep(0, 8, 1, 2, 0, (), tuple(TensorStep(cycles=100.0, flops=f) for f in flops))
+
+    class Compiled:
+        loop_mma_flops = 2.0 * 64 * 32 * 16 / 4 * 12        # 12 HGMMA.64x32x16 per warpgroup per iteration
+
+    tile = 2 * 64 * 64 * 64 * 2                              # QK^T and PV of a 64x64 tile, d 64
+    assert codegen.tensor_duplication(Compiled(), 8, [loop(tile / 2, tile / 2)]) == 1.5
+    assert codegen.tensor_duplication(Compiled(), 4, [loop(tile / 2, tile / 2)]) == 1.0   # 0.75 -> never lowered
+
+    class Unknown:
+        loop_mma_flops = None
+
+    assert codegen.tensor_duplication(Unknown(), 8, [loop(tile)]) == 1.0
+    assert codegen.tensor_duplication(None, 8, [loop(tile)]) == 1.0
+
+
+def test_unroll_factor_from_the_loop_loads():
+    """ptxas unrolled a 64x64x32 GEMM loop 4x: its body loads 4x the tiles' bytes per thread, so its
+    counts stand for 4 iterations (and its 4x MMA FLOPs are not duplication)."""
+    from gpusim import kernels
+    from gpusim.backends.sim import steps as st
+
+    cfg = load_gpu("h200")
+    wl = kernels.build("matmul", dict(M=512, N=512, K=512, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, num_warps=4))
+    prog = wl.launches[0].program
+    loops = [s for s in st.compile_program(prog, cfg)[0] if isinstance(s, st.LoopStep)]
+    per_thread = (64 * 32 + 32 * 64) * 2 / 128                 # A and B tiles, fp16, over 128 threads
+
+    class Unrolled:
+        loop_load_bytes = 4 * per_thread
+        loop_mma_flops = 4 * 2 * 64 * 64 * 32 / 4
+
+    u = codegen.unroll_factor(Unrolled(), prog, loops)
+    assert u == 4 and codegen.tensor_duplication(Unrolled(), 4, loops, u) == 1.0
+
+    class Unknown:
+        loop_load_bytes = None
+
+    assert codegen.unroll_factor(Unknown(), prog, loops) == 1

@@ -12,7 +12,8 @@ if "triton" not in sys.modules:
 
 from gpusim import kernels
 from gpusim.backends.sim import cost
-from gpusim.backends.triton.compile import CompiledResources, access_bytes, parse_res_usage, parse_sass
+from gpusim.backends.triton.compile import (CompiledResources, access_bytes, mma_flops_per_warp, parse_res_usage,
+                                            parse_sass)
 from gpusim.hardware import load_gpu
 
 TABLE = Path(__file__).resolve().parents[2] / "data" / "compiled_resources_sm90.json"
@@ -37,6 +38,7 @@ SASS = """
 
 def test_parse_sass_counts_loops_spills_and_widths():
     p = parse_sass(SASS)
+    assert p["loop_mma_flops"] == 2 * 64 * 256 * 16 / 4      # one HGMMA.64x256x16 in the loop, per warp
     total, loop = dict(p["sass"]), dict(p["sass_loop"])
     assert total["HGMMA"] == 1 and loop["HGMMA"] == 1
     assert total["MUFU"] == 1 and total["MUFU.EX2"] == 1 and loop["MUFU.EX2"] == 1
@@ -165,3 +167,10 @@ def test_compiling_a_source_the_interpreter_just_ran(tmp_path, monkeypatch):
     assert got.registers_per_thread > 32 and dict(got.sass_loop).get("HGMMA", 0) > 0
     cached = [json.loads(p.read_text()) for p in (tmp_path / "resources").glob("*.json")]
     assert cached and all("result" in c for c in cached)
+
+
+def test_mma_shapes():
+    assert mma_flops_per_warp("HGMMA", ".64x32x16.F32 R24, gdesc[UR4], RZ") == 2 * 64 * 32 * 16 / 4
+    assert mma_flops_per_warp("HMMA", ".16816.F32 R24, R4, R8, R24") == 2 * 16 * 8 * 16
+    assert mma_flops_per_warp("HMMA", ".1688.F32.TF32 R24, R4, R8, R24") == 2 * 16 * 8 * 8
+    assert mma_flops_per_warp("HGMMA", ".SP R24") == 0.0
