@@ -126,6 +126,35 @@ def view_root(alias: dict, op) -> None:
         alias[op.out.id] = alias.get(op.a.id, op.a.id)
 
 
+_ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast, ir.Trans, ir.ExpandDims)
+
+
+def chained_dot_outputs(program: ir.Program) -> set:
+    """Ids of Dot outputs that reach another Dot's ``a`` operand through elementwise ops, casts and
+    views (flash's ``S = Q K^T`` -> ``P`` -> ``P V``): the first dot of a chain, whose result the
+    second needs whole rows of, in registers."""
+    producer = {}
+    for op in ir.walk(program.body):
+        if hasattr(op, "out"):
+            producer[op.out.id] = op
+    out: set = set()
+    for op in ir.walk(program.body):
+        if not isinstance(op, ir.Dot):
+            continue
+        stack, seen = [op.a], set()
+        while stack:
+            v = stack.pop()
+            src = producer.get(getattr(v, "id", None))
+            if src is None or id(src) in seen:
+                continue
+            seen.add(id(src))
+            if isinstance(src, ir.Dot):
+                out.add(src.out.id)
+            elif isinstance(src, _ELEMENTWISE):
+                stack += [getattr(src, f) for f in ("a", "b") if isinstance(getattr(src, f, None), ir.Value)]
+    return out
+
+
 def feeds_dot(program: ir.Program) -> set:
     """Ids of the values that reach a Dot operand through views: loaded ones live in shared memory."""
     alias: dict = {}

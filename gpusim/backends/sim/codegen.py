@@ -152,15 +152,16 @@ def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int =
     return max(1.0, per_warp * num_warps / unroll / tile)
 
 
-def _scaled_body(body: tuple, dup: float, issue, unroll: int) -> tuple:
-    """A loop body with its tensor steps scaled by ``dup`` and its SIMT steps raised to the
+def _scaled_body(body: tuple, dup, issue, unroll: int) -> tuple:
+    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic
+    ``est_dup``) and its SIMT steps raised to the
     compiled loop's issue and SFU cycles per iteration (never lowered)."""
     from dataclasses import replace
 
     from .steps import SimtStep, TensorStep
 
-    if dup > 1.0:
-        body = tuple(replace(b, cycles=b.cycles * dup) if isinstance(b, TensorStep) else b for b in body)
+    body = tuple(replace(b, cycles=b.cycles * (b.est_dup if dup is None else dup))
+                 if isinstance(b, TensorStep) and (b.est_dup if dup is None else dup) > 1.0 else b for b in body)
     if issue is None:
         return body
     vec = sum(b.vector_cycles for b in body if isinstance(b, SimtStep))
@@ -189,7 +190,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
     else:
         from .cost import cta_resources
 
-        unroll, dup, issue = 1, 1.0, None
+        unroll, dup, issue = 1, None, None      # dup None: each tensor step's own estimate
         spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                           cfg.max_registers_per_thread)
     return tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll), spill_bytes=spill)

@@ -197,3 +197,19 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
     }
     limiter = min(limits, key=lambda k: (limits[k], k))
     return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs, spills, source, comp)
+
+
+WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup
+
+
+def wgmma_duplication(rows: int, num_warps: int, cfg: GPUConfig) -> float:
+    """Without the compiled kernel: how many times Triton computes the first dot of a chain (whose
+    result feeds the next dot's A operand) on a Hopper GPU, where a wgmma covers 64 rows: with
+    more warpgroups than 64-row groups the extra ones split the columns and each recomputes the
+    whole first dot. Matches the compiled SASS of the flash kernels (x2 for 64 rows on 8 warps,
+    none for 128 rows on 8 or for fewer than 64 rows, which use mma.sync). 1 elsewhere (Ampere:
+    not measured)."""
+    if (cfg.compute_capability or 0) < 90 or num_warps % 4 or rows < WGMMA_ROWS:
+        return 1.0
+    groups = num_warps // 4
+    return groups / max(1, min(groups, rows // WGMMA_ROWS))

@@ -60,6 +60,7 @@ class OpStep:
 class TensorStep:
     cycles: float
     flops: float
+    est_dup: float = 1.0    # without the compiled kernel: times the compiler repeats this dot (cost.wgmma_duplication)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +115,9 @@ def lower(ops, shared: set, loads: list) -> list:
     return steps
 
 
-def attach_costs(steps, cfg: GPUConfig, num_warps: int) -> tuple:
-    """Merge consecutive compute ops into pipe steps with cycle costs."""
+def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = frozenset()) -> tuple:
+    """Merge consecutive compute ops into pipe steps with cycle costs. ``chained``: ids of dot
+    outputs that feed another dot's A operand (their ``est_dup`` comes from ``codegen``)."""
     out = []
     simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
     for s in steps:
@@ -125,7 +127,9 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int) -> tuple:
                 if simt:
                     out.append(SimtStep(*simt))
                     simt = None
-                out.append(TensorStep(c.tensor_cycles, c.tensor_flops))
+                dup = (cost.wgmma_duplication(s.op.out.shape[0], num_warps, cfg)
+                       if isinstance(s.op, ir.Dot) and s.op.out.id in chained else 1.0)
+                out.append(TensorStep(c.tensor_cycles, c.tensor_flops, dup))
             elif c.simt_cycles or c.sfu_cycles:
                 if simt is None:
                     simt = [0.0, 0.0, 0.0, 0.0]
@@ -139,7 +143,7 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int) -> tuple:
             simt = None
         if isinstance(s, LoopStep):
             out.append(LoopStep(s.start, s.end, s.step, s.stages, s.var, s.loads,
-                                attach_costs(s.body, cfg, num_warps)))
+                                attach_costs(s.body, cfg, num_warps, chained)))
         else:
             out.append(s)
     if simt:
@@ -151,7 +155,7 @@ def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
     """(steps, loads) of a program on ``cfg``: the costed step list and every LoadDesc by idx."""
     loads: list = []
     raw = lower(program.body, analysis.feeds_dot(program), loads)
-    return attach_costs(raw, cfg, program.num_warps), tuple(loads)
+    return attach_costs(raw, cfg, program.num_warps, frozenset(analysis.chained_dot_outputs(program))), tuple(loads)
 
 
 def arithmetic(steps) -> tuple:

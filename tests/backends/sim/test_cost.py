@@ -5,6 +5,7 @@ FP32 67e12 FLOP/s, an FMA being 2 FLOPs -> 67e12 / 2 / (132 * 1.83e9) = 138.68 l
 SFU 16 ops/clk/SM."""
 import pytest
 
+from gpusim import kernels
 from gpusim.backends.sim import cost
 from gpusim.dsl import ir
 from gpusim.hardware import load_gpu
@@ -83,3 +84,35 @@ def test_occupancy_closed_form():
     occ = cost.occupancy(prog, load_gpu("h100-ideal"))
     assert occ.sram_bytes_per_cta == 224 * 1024
     assert (occ.ctas_per_sm, occ.limiter) == (1, "sram")
+
+
+def test_wgmma_duplication_rule():
+    """Without the compiled kernel, the first dot of a chain on Hopper is charged as many times as
+    Triton computes it: x2 for a 64-row tile on 8 warps (two warpgroups, one 64-row group), none
+    for 128 rows on 8 warps, for 4 warps, below 64 rows (mma.sync) or on Ampere."""
+    from gpusim.backends.sim.cost import wgmma_duplication
+
+    h200, a100 = load_gpu("h200"), load_gpu("a100")
+    assert wgmma_duplication(64, 8, h200) == 2.0
+    assert wgmma_duplication(64, 16, h200) == 4.0
+    assert wgmma_duplication(128, 8, h200) == 1.0 and wgmma_duplication(128, 16, h200) == 2.0
+    assert wgmma_duplication(64, 4, h200) == 1.0 and wgmma_duplication(32, 8, h200) == 1.0
+    assert wgmma_duplication(64, 8, a100) == 1.0
+
+
+def test_chained_dots_of_flash_and_backward():
+    """flash: S = Q K^T feeds P V (chained), P V does not; the backward's dK/dV loop chains its
+    P^T and dP^T dots into dV and dK, the dQ loop its S and dP dots into dQ."""
+    from gpusim.dsl import analysis, ir
+
+    def first_dots(kernel, **p):
+        out = []
+        for la in kernels.build(kernel, p).launches:
+            dots = [op for op in ir.walk(la.program.body) if isinstance(op, ir.Dot)]
+            chained = analysis.chained_dot_outputs(la.program)
+            out.append([d.out.id in chained for d in dots])
+        return out
+
+    assert first_dots("attention_flash", batch=1, heads=1, seq_len=256, head_dim=64) == [[True, False]]
+    bwd = first_dots("attention_flash_bwd", batch=1, heads=1, seq_len=256, head_dim=64)
+    assert [sum(x) for x in bwd] == [0, 2, 2] and [len(x) for x in bwd] == [0, 4, 3]
