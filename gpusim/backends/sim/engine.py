@@ -352,11 +352,14 @@ def run_processes(sim, procs) -> None:
     """Run the CTA-slot processes on a SimPy environment: each is a generator that yields how long it
     waits and is resumed by a callback on a SimPy timeout (lighter than a ``simpy.Process``, same
     order of events); ``sim.now`` follows the environment's clock. SimPy orders simultaneous events
-    FIFO: every process starts, in order, before the first timeout it schedules fires."""
+    FIFO: every process starts, in order, before the first timeout it schedules fires.
+    Each process has one pending wake-up at a time, so it re-schedules its own (triggered) event
+    instead of building a timeout per wait: the same queue entry (time, NORMAL, next id) a timeout gets."""
     env = simpy.Environment()
-    timeout = env.timeout
+    schedule = env.schedule
+    normal = simpy.events.NORMAL
 
-    def driver(gen):
+    def driver(gen, wake):
         nxt = gen.__next__
 
         def resume(_event):
@@ -365,11 +368,13 @@ def run_processes(sim, procs) -> None:
                 delay = nxt()
             except StopIteration:
                 return
-            timeout(delay).callbacks.append(resume)
+            wake.callbacks = cbs
+            schedule(wake, normal, delay)
+        cbs = [resume]
         return resume
 
     for p in procs:
         start = env.event()
-        start.callbacks.append(driver(p))
+        start.callbacks.append(driver(p, start))
         start.succeed()
     env.run()
