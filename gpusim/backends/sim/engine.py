@@ -323,6 +323,7 @@ class LaunchSim:
         late = [a for a in aff if not (a[0].sram and dist)]
         ahead = -(-dist // g)
         inflight = {}
+        timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):
             inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {})
         for j in range(nsup):
@@ -344,8 +345,11 @@ class LaunchSim:
                 elif kind is StoreStep:
                     for r in range(scale):      # a merged step stores every iteration it stands for
                         self.mem.store(s.op, pid, {d.var: start + (j * g + r) * d.step}, self.now, who, sm)
-                else:
+                elif timeline:
                     yield self._step(s, sm, sm_id, cid, scale)
+                else:
+                    now = self.now
+                    yield compute(s, sm, now, scale) - now
 
 
 def run_processes(sim, procs) -> None:

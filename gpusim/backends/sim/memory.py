@@ -109,8 +109,19 @@ class MemoryPath:
         c.dram_read_bytes += miss_bytes
         if sram:
             c.sram_bytes += nbytes
-        ready = self.l2ch.transfer(nbytes, now)
-        t = sm.port.transfer(port, now)
+        ch = self.l2ch
+        if ch.log is None:          # Channel.transfer, inlined (the hottest call of a launch)
+            start = ch.free_at if ch.free_at > now else now
+            dur = nbytes / ch.rate
+            ready = ch.free_at = start + dur
+            ch.busy += dur
+        else:
+            ready = ch.transfer(nbytes, now)
+        ch = sm.port
+        start = ch.free_at if ch.free_at > now else now
+        dur = port / ch.rate
+        t = ch.free_at = start + dur
+        ch.busy += dur
         if t > ready:
             ready = t
         ready += self.l2_latency
