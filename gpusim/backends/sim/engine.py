@@ -291,14 +291,20 @@ class LaunchSim:
         """Issue the loads of merged step ``j`` (``loop_group`` iterations) into ``out`` (idx -> ready
         time). ``dist``: iterations between a tile's issue and the top of the iteration that needs
         it; a merged step waits out each load's latency once per ``max(dist, 1)`` iterations."""
+        if not aff:
+            return out
         now = self.now
         g = self.group
         lo = j * g
         k = min(g, trips - lo)
         expose = max(0.0, k / max(dist, 1) - 1.0)
         load = self.mem.load
+        if k == 1:
+            for ld, o0, delta, axis, lead in aff:
+                out[ld.idx] = load(ld, [a + lo * b for a, b in zip(o0, delta)], now, sm, who, 1, axis, expose)
+            return out
         for ld, o0, delta, axis, lead in aff:
-            if axis is not None or k == 1:
+            if axis is not None:
                 out[ld.idx] = load(ld, [a + lo * b for a, b in zip(o0, delta)], now, sm, who, k, axis, expose)
             else:
                 t = now
@@ -326,17 +332,20 @@ class LaunchSim:
         timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):
             inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {})
+        issue, body, spill = self._issue_group, d.body, d.spill_bytes
         for j in range(nsup):
             nxt = j + ahead
             if early and nxt < nsup and nxt not in inflight:
-                inflight[nxt] = self._issue_group(early, nxt, trips, sm, who, dist, {})
-            ready = self._issue_group(late, j, trips, sm, who, 0, inflight.pop(j, {}))
+                inflight[nxt] = issue(early, nxt, trips, sm, who, dist, {})
+            ready = inflight.pop(j, None)
+            if late or ready is None:
+                ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
             scale = min(g, trips - j * g)
-            if d.spill_bytes:
-                t = self.mem.spill(d.spill_bytes * scale, self.now, sm)
+            if spill:
+                t = self.mem.spill(spill * scale, self.now, sm)
                 if t > self.now:
                     yield t - self.now
-            for s in d.body:
+            for s in body:
                 kind = type(s)
                 if kind is Wait:
                     t = ready.get(s.load, 0.0)
