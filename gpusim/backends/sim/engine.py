@@ -218,11 +218,15 @@ class LaunchSim:
             sm.pipe_busy[0] += cyc
             c.tensor_flops += s.flops * scale
             if block:
-                pf[1] = max(pf[1], start) + block * cyc
+                pf[1] = (pf[1] if pf[1] > start else start) + block * cyc
             return pf[0]
         vec, sfu = s.vector_cycles * scale, s.sfu_cycles * scale
-        start = max(now, pf[1] if vec else now, pf[2] if sfu else now)
-        dur = max(vec, sfu)
+        start = now         # max(now, the busy pipes' free times), without the builtin's call
+        if vec and pf[1] > start:
+            start = pf[1]
+        if sfu and pf[2] > start:
+            start = pf[2]
+        dur = sfu if sfu > vec else vec
         fin = start + dur
         if vec:
             pf[1] = start + vec
@@ -231,7 +235,7 @@ class LaunchSim:
             pf[2] = start + sfu
             sm.pipe_busy[2] += sfu
         if block:
-            pf[0] = max(pf[0], start) + block * dur
+            pf[0] = (pf[0] if pf[0] > start else start) + block * dur
         c.vector_flops += s.flops * scale
         c.sfu_ops += s.sfu_ops * scale
         return fin
