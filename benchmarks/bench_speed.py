@@ -67,6 +67,7 @@ def sweep() -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--compare", action="store_true", help="fast vs full simulation on the tests' cases")
+    ap.add_argument("--compare-gpu", default="h100", help="config of --compare (the tests use h100-ideal and h100)")
     ap.add_argument("--sweep", action="store_true", help="time a 1,000-point sweep with --jobs 2")
     args = ap.parse_args()
     for name, kw in POINTS.items():
@@ -78,8 +79,8 @@ def main():
         print(f"1,000-point tile x seq_len sweep, --jobs 2: {sweep():.1f} s wall", flush=True)
     if args.compare:
         for kernel, p in COMPARE:
-            fast = gpusim.simulate(kernel, "h100", check=False, **p)
-            full = gpusim.simulate(kernel, "h100", check=False, fidelity="full", **p)
+            fast = gpusim.simulate(kernel, args.compare_gpu, check=False, **p)
+            full = gpusim.simulate(kernel, args.compare_gpu, check=False, fidelity="full", **p)
             print(f"{kernel} {p}: fast {fast.time_us:.1f} us ({fast.sim_wall_s:.2f} s), full {full.time_us:.1f} us "
                   f"({full.sim_wall_s:.2f} s): time {100 * (fast.time_us / full.time_us - 1):+.2f}%, DRAM bytes "
                   f"{100 * (fast.dram_bytes / full.dram_bytes - 1):+.2f}%, FLOPs equal: "

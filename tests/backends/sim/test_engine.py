@@ -88,9 +88,13 @@ def test_elementwise_fusion_ratio(gpu):
     ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64), 0.02),
     ("matmul", dict(M=8192, N=8192, K=512), 0.02),
 ])
-def test_sampling_matches_full_simulation(kernel, p, tol):
-    fast = gpusim.simulate(kernel, "h100-ideal", check=False, **p)
-    full = gpusim.simulate(kernel, "h100-ideal", check=False, fidelity="full", **p)
+@pytest.mark.parametrize("gpu", ["h100-ideal", "h100"])
+def test_sampling_matches_full_simulation(kernel, p, tol, gpu):
+    # on the measured h100 (fill rates and per-iteration latency, which merged loop steps charge
+    # once per group of iterations) fast mode is within 3% of full (2.9% worst, causal flash)
+    tol = tol if gpu.endswith("-ideal") else 0.03
+    fast = gpusim.simulate(kernel, gpu, check=False, **p)
+    full = gpusim.simulate(kernel, gpu, check=False, fidelity="full", **p)
     assert any(k.simulated_ctas < k.total_ctas or k.loop_group > 1 for k in fast.kernels), "no approximation was used"
     assert all(k.simulated_ctas == k.total_ctas and k.loop_group == 1 for k in full.kernels)
     assert fast.time_us == pytest.approx(full.time_us, rel=tol)
