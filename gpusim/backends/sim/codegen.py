@@ -153,15 +153,18 @@ def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int =
 
 
 def _scaled_body(body: tuple, dup, issue, unroll: int) -> tuple:
-    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic
-    ``est_dup``) and its SIMT steps raised to the
-    compiled loop's issue and SFU cycles per iteration (never lowered)."""
+    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic ``est_dup``)
+    and its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
+    lowered)."""
     from dataclasses import replace
 
     from .steps import SimtStep, TensorStep
 
-    body = tuple(replace(b, cycles=b.cycles * (b.est_dup if dup is None else dup))
-                 if isinstance(b, TensorStep) and (b.est_dup if dup is None else dup) > 1.0 else b for b in body)
+    def scaled(b):
+        f = b.est_dup if dup is None else dup
+        return replace(b, cycles=b.cycles * f) if f > 1.0 else b
+
+    body = tuple(scaled(b) if isinstance(b, TensorStep) else b for b in body)
     if issue is None:
         return body
     vec = sum(b.vector_cycles for b in body if isinstance(b, SimtStep))

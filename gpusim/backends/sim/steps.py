@@ -117,7 +117,7 @@ def lower(ops, shared: set, loads: list) -> list:
 
 def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = frozenset()) -> tuple:
     """Merge consecutive compute ops into pipe steps with cycle costs. ``chained``: ids of dot
-    outputs that feed another dot's A operand (their ``est_dup`` comes from ``codegen``)."""
+    outputs that feed another dot's A operand (their ``est_dup`` is ``cost.wgmma_duplication``)."""
     out = []
     simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
     for s in steps:

@@ -86,6 +86,11 @@ def _read(path: str):
 _MODULES: dict = {}
 
 
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (``TRITON_INTERPRET=1``, read when triton is imported)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
 def import_source(source: str, tag: str = ""):
     """The module defined by ``source``, imported from ``<cache>/triton/gpusim_<hash>.py``.
 

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from ...dsl import ir
-from .cache import cache_dir, digest, import_source, write_atomic
+from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
 
 POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
@@ -157,17 +157,18 @@ def parse_sass(text: str) -> dict:
                 in_loop[k] += 1
         if inside and op in ("HGMMA", "HMMA"):
             mma_flops += mma_flops_per_warp(op, mods + rest)
-        if inside and op in ("LDG", "LDGSTS"):
-            loop_loads += access_bytes(op, mods)
         if op in ("LDG", "LDGSTS"):
             loads[access_bytes(op, mods)] += 1
+            if inside:
+                loop_loads += access_bytes(op, mods)
         elif op == "STG":
             stores[access_bytes(op, mods)] += 1
         elif op == "STL":
             spill_st += access_bytes(op, mods)
         elif op == "LDL":
             spill_ld += access_bytes(op, mods)
-    return {"loop_mma_flops": mma_flops, "loop_load_bytes": loop_loads, "sass": tuple(sorted(total.items())), "sass_loop": tuple(sorted(in_loop.items())),
+    return {"loop_mma_flops": mma_flops, "loop_load_bytes": loop_loads,
+            "sass": tuple(sorted(total.items())), "sass_loop": tuple(sorted(in_loop.items())),
             "global_load_widths": tuple(sorted(loads.items())), "global_store_widths": tuple(sorted(stores.items())),
             "spill_store_bytes": spill_st, "spill_load_bytes": spill_ld}
 
@@ -245,10 +246,6 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
                              ptxas_version=_ptxas_version(arch), **parse_res_usage(res, name), **parse_sass(sass))
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
-
-
 def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> dict:
     """``_compile(...).to_dict()``. Under ``TRITON_INTERPRET=1``, once the interpreter has run a kernel
     of the same source in this process, Triton's compiler fails on it ("'value' object has no
@@ -257,7 +254,7 @@ def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num
     try:
         return _compile(source, name, sig_types, num_warps, num_stages, arch).to_dict()
     except CompileError:
-        if not _interpreting():
+        if not interpreting():
             raise
     import sys
 

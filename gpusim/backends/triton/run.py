@@ -8,20 +8,17 @@ import os
 import numpy as np
 
 from ...dsl import ir
-from .cache import cache_dir, import_source  # noqa: F401  (cache_dir: where generated sources live)
+from .cache import cache_dir, import_source, interpreting  # noqa: F401  (cache_dir: where generated sources live)
 from .lower import kernel_name, launch_stages, lower
 
 
 # --------------------------------------------------------------------------- generated modules
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
-
 
 def load_kernel(source: str, name: str):
     """The JIT function ``name`` defined by ``source``, imported through the checked cache
     (``cache.import_source``: a user-owned directory, content verified before import). Modules are
     cached per process and per interpreter mode, which ``triton.jit`` fixes at import."""
-    return getattr(import_source(source, "interp" if _interpreting() else "jit"), name)
+    return getattr(import_source(source, "interp" if interpreting() else "jit"), name)
 
 
 # --------------------------------------------------------------------------- running workloads
@@ -50,7 +47,7 @@ def _to_numpy(x, t: ir.TensorArg) -> np.ndarray:
 
 def _check_device(device: str) -> None:
     if device == "cpu":
-        if not _interpreting():
+        if not interpreting():
             raise RuntimeError("device='cpu' runs kernels in the Triton interpreter: set TRITON_INTERPRET=1 "
                                "before triton is imported")
     elif device.startswith("cuda"):
@@ -86,7 +83,7 @@ def launchers(workload: ir.Workload, mem: dict) -> list:
     out = []
     for launch in workload.launches:
         prog = launch.program
-        kern = load_kernel(lower(prog, launch.grid, interpreter=_interpreting()), kernel_name(prog))
+        kern = load_kernel(lower(prog, launch.grid, interpreter=interpreting()), kernel_name(prog))
         args = [mem[launch.bindings[t.name]] for t in prog.params]
         opts = dict(num_warps=prog.num_warps, num_stages=launch_stages(prog))
         grid = tuple(launch.grid)
