@@ -26,6 +26,7 @@ import os
 import random
 import sys
 import time
+import zlib
 from concurrent.futures import ProcessPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -234,17 +235,24 @@ def compare(path: str) -> dict:
         spills = bool(r.get("spill_store_bytes", r.get("n_spills", 0)))
         launch = next(ln for ln in kernels.build(r["kernel"], r["params"]).launches if ln.name == r["launch"])
         key = {k: v for k, v in r["params"].items() if k in KEY_PARAMS and (v or k == "causal")}
-        rows.append((f"{row_space(r)}/{r['launch']}", reg, spills, estimate(launch.program, ARCH), key))
+        rows.append((f"{row_space(r)}/{r['launch']}", reg, spills, estimate(launch.program, ARCH), key,
+                     development_half(r)))
     return rows
+
+
+def development_half(row: dict) -> bool:
+    """Whether a recorded row is in the half the estimate's bases are fitted on (``COEF`` in
+    backends/sim/registers.py): crc32 of its params (sorted JSON) even; the other half checks."""
+    return zlib.crc32(json.dumps(row["params"], sort_keys=True).encode()) % 2 == 0
 
 
 def stats(rows) -> dict:
     """Within-8 fraction, median / p90 / max error of the non-spilling rows; spill flags."""
-    e = sorted(abs(est - reg) for _, reg, sp, est, _ in rows if not sp)
+    e = sorted(abs(r[3] - r[1]) for r in rows if not r[2])
     n = len(e)
     return {"launches": len(rows), "n": n, "errs": e, "within8": sum(x <= 8 for x in e),
             "median": e[n // 2] if n else 0, "p90": e[int(0.9 * (n - 1))] if n else 0, "max": e[-1] if n else 0,
-            "spills": sum(sp for _, _, sp, _, _ in rows),
+            "spills": sum(r[2] for r in rows),
             "missed": [r for r in rows if r[2] and r[3] <= 255], "false": [r for r in rows if not r[2] and r[3] > 255]}
 
 
@@ -259,6 +267,10 @@ def report(path: str) -> None:
         for lo, hi in ((0, 8), (9, 16), (17, 32), (33, 64), (65, 10 ** 9)):
             k = sum(lo <= x <= hi for x in e)
             print(f"    {lo:>3}..{hi if hi < 10 ** 9 else '':<3} {k:4d} {'#' * (60 * k // n)}")
+    for name, half in (("development", True), ("check", False)):
+        t = stats([r for r in rows if r[5] == half])
+        print(f"  {name} half: within 8 {t['within8']}/{t['n']}, median {t['median']}, max {t['max']}; "
+              f"spills flagged {t['spills'] - len(t['missed'])}/{t['spills']}, false alarms {len(t['false'])}")
     print(f"  spilling launches: {s['spills']}, flagged by the estimate (> 255): {s['spills'] - len(s['missed'])}; "
           f"false alarms: {len(s['false'])}")
     print("  | space/launch | launches | within 8 (non-spilling) | median | max | spills flagged | false alarms |")

@@ -1,7 +1,10 @@
 """The analytic register estimate (the fallback when triton cannot compile) against the registers
 ptxas gave the built-in kernels' tile spaces: our sm_90 table (triton 3.9, recorded here without a
-GPU by benchmarks/record_resources.py) and the counts the H200 run recorded for its validation
-points (triton 3.6). Needs no compiler. docs/resources.md has the full comparison."""
+GPU by benchmarks/record_resources.py: attention_flash, matmul, elementwise_fused, attention_naive,
+then the flash backward's three launches, decode's split and combine, flash with grouped KV heads or
+a sliding window, softmax, layernorm and rmsnorm) and the counts the H200 run recorded for its
+validation points (triton 3.6, never fitted to). Needs no compiler. docs/resources.md has the full
+comparison (``python benchmarks/record_resources.py --compare``)."""
 import json
 from pathlib import Path
 
@@ -26,6 +29,7 @@ def _rows(path):
         reg = r.get("registers_per_thread", r.get("n_regs"))
         spills = bool(r.get("spill_store_bytes", r.get("n_spills", 0)))
         out.append((r, reg, spills, registers.estimate(launch.program, 90)))
+        r["group"] = f"{r.get('space', r['kernel'])}/{r['launch']}"
     return out
 
 
@@ -33,7 +37,7 @@ def _stats(rows):
     errs = sorted(abs(est - reg) for _, reg, sp, est in rows if not sp)
     missed = [(r["params"], reg, est) for r, reg, sp, est in rows if sp and est <= MAX_REGS]
     false = [(r["params"], reg, est) for r, reg, sp, est in rows if not sp and est > MAX_REGS]
-    within = sum(e <= 8 for e in errs) / len(errs)
+    within = sum(e <= 8 for e in errs) / max(1, len(errs))
     return errs, within, missed, false
 
 
@@ -43,22 +47,38 @@ def ours():
 
 
 def test_table_covers_the_tile_spaces(ours):
-    kinds = {r["kernel"] for r, *_ in ours}
-    assert kinds >= {"attention_flash", "matmul", "elementwise_fused", "attention_naive"}
-    assert len(ours) >= 200
-    assert sum(sp for _, _, sp, _ in ours) >= 20           # spilling configs are in it
+    groups = {r["group"] for r, *_ in ours}
+    assert groups >= {"attention_flash/flash", "matmul/matmul", "elementwise_fused/fused", "attention_naive/pv"}
+    assert groups >= set(NEW)
+    assert len(ours) >= 450
+    assert sum(sp for _, _, sp, _ in ours) >= 100          # spilling configs are in it
 
 
 # Thresholds: what the estimate reaches today (``python benchmarks/record_resources.py --compare``,
-# docs/resources.md), so it cannot silently get worse. The goal was every config within 8 registers;
-# it is NOT reached: 56% of the non-spilling sm_90 launches are within 8 (median error 6, max 130:
-# flash 32x256 with 8 warps, where ptxas needs 126 and the layout model says 256). Of 76 spilling
-# launches 69 are flagged; 3 of the 7 missed spill 4-16 bytes at 40-80 registers (not register
-# pressure). The previous estimate: 32% within 8, median 17, 8 false spill alarms.
-WITHIN8_SM90, MEDIAN_SM90, MAX_SM90, MISSED_SM90, FALSE_SM90 = 0.56, 6, 130, 7, 3
-# The H200's triton 3.6 counts (a different compiler version, never fitted to): 68% within 8,
-# median 6; all 25 spilling launches flagged, 2 false alarms (flash 128x128 d64, 234-243 registers).
-WITHIN8_H200, MEDIAN_H200, MISSED_H200, FALSE_H200 = 0.67, 6, 0, 2
+# docs/resources.md), so it cannot silently get worse. The goal is every config within 8 registers
+# and every spill flagged; it is NOT reached: 60% of the 339 non-spilling sm_90 launches are within
+# 8 (median error 7; max 438: layernorm BLOCK 16384 over a 5120-column row on 1 warp, where ptxas
+# keeps 254 registers and the estimate counts three row copies), 137 of the 150 spilling launches
+# are flagged, 10 non-spilling ones are flagged falsely. The previous estimate on the same table:
+# 40% within 8, median 13, max 802; 138 of 150 flagged, 19 false alarms (on the first 246 launches
+# alone: 56%, median 6).
+WITHIN8_SM90, MEDIAN_SM90, MAX_SM90, MISSED_SM90, FALSE_SM90 = 0.60, 7, 438, 13, 10
+# The H200's triton 3.6 counts (a different compiler version, never fitted to): 72% within 8,
+# median 5; all 25 spilling launches flagged, 2 false alarms (flash 128x128 d64 on 4 warps: 234 and
+# 243 compiled, 305 estimated). Previous estimate: 68%, median 6, the same 2 false alarms.
+WITHIN8_H200, MEDIAN_H200, MISSED_H200, FALSE_H200 = 0.71, 5, 0, 2
+# Per launch of the built-ins added after the first table: (non-spilling launches within 8 at least,
+# median error at most, spilling launches flagged at least, false spill alarms at most). Previous
+# estimate in brackets.
+NEW = {"attention_flash_bwd/bwd_preprocess": (8, 6, 0, 0),      # (3/13, median 65, 4 false)
+       "attention_flash_bwd/bwd_dkdv": (5, 15, 18, 1),          # (2/14, median 35, 18/18, 4 false)
+       "attention_flash_bwd/bwd_dq": (6, 11, 12, 1),            # (7/19, median 27, 12/13, 3 false)
+       "attention_decode/decode_split": (15, 5, 9, 2),          # (9/23, median 12, 9/9, 1 false)
+       "attention_decode/decode_combine": (6, 17, 6, 0),        # (1/23, median 22, 6/8)
+       "attention_flash_gqa/flash": (12, 7, 12, 1),             # (6/18, median 22, 13/14, 1 false)
+       "softmax/softmax": (8, 12, 6, 1),                        # (2/17, median 28, 5/6, 1 false)
+       "layernorm/layernorm": (11, 11, 2, 1),                   # (2/22, median 19, 2/2, 1 false)
+       "rmsnorm/rmsnorm": (12, 7, 4, 1)}                        # (7/20, median 12, 4/4, 1 false)
 
 
 def test_estimate_vs_compiled_sm90(ours):
@@ -68,6 +88,17 @@ def test_estimate_vs_compiled_sm90(ours):
     assert errs[-1] <= MAX_SM90
     assert len(missed) <= MISSED_SM90, missed
     assert len(false) <= FALSE_SM90, false
+
+
+@pytest.mark.parametrize("group", sorted(NEW))
+def test_estimate_vs_compiled_new_kernels(ours, group):
+    rows = [t for t in ours if t[0]["group"] == group]
+    errs, _, missed, false = _stats(rows)
+    within, median, flagged, false_max = NEW[group]
+    assert sum(e <= 8 for e in errs) >= within, errs
+    assert errs[len(errs) // 2] <= median, errs
+    assert sum(sp for _, _, sp, _ in rows) - len(missed) >= flagged, missed
+    assert len(false) <= false_max, false
 
 
 def test_estimate_vs_compiled_on_the_h200():
@@ -88,3 +119,39 @@ def test_warps_per_tile_follows_triton():
     assert registers.mma_tile_regs(128, 128, 4, 1) == 128
     # a tile smaller than the warps' coverage is replicated: 16 rows over 4 warps along M
     assert registers.mma_tile_regs(16, 64, 4, 1) == registers.mma_tile_regs(16, 64, 1, 1)
+    # chained wgmma: all warps along M even when M is too short for them (replicated)
+    assert registers.warps_per_tile(64, 64, 8, "v3", chained=True) == (8, 1)
+    # chained mma.sync: all warps along the longer side
+    assert registers.warps_per_tile(32, 256, 8, "v2", chained=True) == (1, 8)
+
+
+def _dot_warps(kernel, launch, **p):
+    ln = next(x for x in kernels.build(kernel, p).launches if x.name == launch)
+    g = registers._Graph(ln.program)
+    layouts = registers.dot_layouts(g, 90)
+    return [layouts[id(o)] for o in registers.ir.walk(ln.program.body) if isinstance(o, registers.ir.Dot)]
+
+
+def test_dot_layouts_match_tritons_ttgir():
+    # What triton 3.9's TTGIR shows for these launches (#mma warpsPerCTA of each dot, in program order).
+    # flash 64x64 d256 on 8 warps: S = Q K^T flows into P V: [8, 1]; P V: [4, 2]
+    assert _dot_warps("attention_flash", "flash", BLOCK_M=64, BLOCK_N=64, head_dim=256, num_warps=8) == \
+        [("v3", 8, 1), ("v3", 4, 2)]
+    # flash 32x256 d64 on 8 warps (mma.sync): P V (32 x 64) is converted first, warps along N; S copies it
+    assert _dot_warps("attention_flash", "flash", BLOCK_M=32, BLOCK_N=256, head_dim=64, num_warps=8) == \
+        [("v2", 1, 8)] * 2
+    # flash 64x16 d128 on 2 warps: the last dot decides (64 x 128: along N), not S (64 x 16)
+    assert _dot_warps("attention_flash", "flash", BLOCK_M=64, BLOCK_N=16, head_dim=128, num_warps=2) == \
+        [("v2", 1, 2)] * 2
+    # the backward's dK/dV launch at BLOCK_M 128, BLOCK_N 32, d 64 on 4 warps: four mma.sync dots, [1, 4]
+    assert _dot_warps("attention_flash_bwd", "bwd_dkdv", BLOCK_M=128, BLOCK_N=32, head_dim=64, num_warps=4) == \
+        [("v2", 1, 4)] * 4
+
+
+def test_estimate_of_the_backward_dkdv_at_128x32():
+    # 217 registers compiled (triton 3.9). The first estimate said 366 (a spill); this one says 163:
+    # still 54 short (the transposed Q^T and dO^T operands, which Triton loads whole into registers,
+    # are counted one 16-wide K slice at a time, as ptxas streams them elsewhere; docs/resources.md)
+    ln = next(x for x in kernels.build("attention_flash_bwd", dict(BLOCK_M=128, BLOCK_N=32, head_dim=64,
+                                                                   num_warps=4)).launches if x.name == "bwd_dkdv")
+    assert 217 - 56 <= registers.estimate(ln.program, 90) <= 255
