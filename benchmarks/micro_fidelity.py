@@ -14,10 +14,12 @@ validation point:
             flight, and the dot's own time without the loads.
   reduction a dependency chain through a row max / sum of an R x C tile (one CTA per SM): the
             latency a reduction adds to a CTA's critical path, against tile shape and warps.
+  chains    held-out checks of the warp scoreboard: reduction and softmax-like chains at other
+            tile shapes and warp counts than ``reduction`` (benchmarks/fit_latency.py does not fit them).
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [reduction] [resources SCENARIO...]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [reduction] [chains] [resources SCENARIO...]
 """
 from __future__ import annotations
 
@@ -317,6 +319,52 @@ def reduction(sm_count: int, clock: float) -> list:
                 rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
                              "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())})
                 print("reduction", rows[-1], flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- held-out chains
+@triton.jit
+def _softmax_chain(out_ptr, c, T, R: tl.constexpr, C: tl.constexpr, OP: tl.constexpr):
+    # a loop-carried chain through an online-softmax-like step of an R x C fp32 tile (OP 0:
+    # x = exp2(x * c - max(x)); 1: x = x * c - sum(exp2(x)) * 1e-3; 2: x = exp2(x * c - max(x)) * c - sum(x) * 1e-3)
+    rr = tl.arange(0, R)
+    cc = tl.arange(0, C)
+    x = (rr[:, None] * C + cc[None, :]).to(tl.float32) * 1e-6
+    for _ in range(T):
+        if OP == 0:
+            x = tl.exp2(x * c - tl.max(x, 1)[:, None])
+        elif OP == 1:
+            x = x * c - tl.sum(tl.exp2(x), 1)[:, None] * 1e-3
+        else:
+            x = tl.exp2(x * c - tl.max(x, 1)[:, None])
+            x = x * c - tl.sum(x, 1)[:, None] * 1e-3
+    tl.store(out_ptr + tl.program_id(0) * R * C + rr[:, None] * C + cc[None, :], x)
+
+
+CHAIN_SHAPES = ((32, 64, 2), (32, 64, 4), (32, 128, 4), (256, 64, 8), (64, 256, 8), (64, 64, 16), (16, 128, 1),
+                (128, 32, 4))
+
+
+def chains(sm_count: int, clock: float) -> list:
+    """Held-out checks of the warp scoreboard (benchmarks/fit_latency.py never sees them): the
+    reduction chains of ``reduction`` at other shapes and warp counts, and softmax-like chains
+    mixing MUFU.EX2 with the reductions. One CTA per SM, cycles per iteration."""
+    rows = []
+    T = 1024
+    for R, C, nw in CHAIN_SHAPES:
+        out = torch.empty(sm_count * R * C, device="cuda", dtype=torch.float32)
+        for kern, op, name in ((_reduce_chain, 0, "max"), (_reduce_chain, 1, "sum"), (_softmax_chain, 0, "exp2-max"),
+                               (_softmax_chain, 1, "sum-exp2"), (_softmax_chain, 2, "softmax")):
+            fn = lambda: kern[(sm_count,)](out, 0.999, T, R=R, C=C, OP=op, num_warps=nw)
+            try:
+                fn()
+                us = _bench_us(fn)
+            except Exception as e:  # noqa: BLE001 - recorded, not fatal
+                rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "error": repr(e)[:200]})
+                continue
+            rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
+                         "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())})
+            print("chains", rows[-1], flush=True)
     return rows
 
 
