@@ -10,7 +10,8 @@ import math
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
@@ -53,6 +54,9 @@ PLAUSIBLE = {
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
+    "dependent_latency_cycles": (0, 10000, ()),              # 0 .. 120 fitted (cycles per class)
+    "shuffle_lanes_per_clk_per_sm": (1, 4096, ()),           # 32
+    "shared_bytes_per_clk_per_sm": (16, 1 << 16, ()),        # 128
     "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
@@ -157,6 +161,16 @@ class GPUConfig(BaseModel):
     # Measured by benchmarks/micro_fidelity.py mlp (one CTA per SM streaming tiles of 8..32 KiB).
     cta_async_fill_bytes_per_clk: PositiveFloat | None = None
     warp_load_bytes_per_clk: PositiveFloat | None = None
+    # cycles from an instruction's issue until a dependent instruction can use its result, by class
+    # (fp32, int, mufu, shfl, shared, shared_store, barrier, branch: backends/sim/warp.py); with the compiled loop
+    # body, a CTA's loop iteration takes at least as long as its warps' dependent chains allow.
+    # Empty = no latency floor (ideal). Fitted by benchmarks/fit_latency.py to dependent chains.
+    dependent_latency_cycles: dict[str, NonNegativeFloat] = {}
+    # SM-wide units the warp scoreboard shares among the schedulers: warp-shuffle results and
+    # shared-memory bytes per clock per SM (CUDA C++ Programming Guide, arithmetic instruction
+    # throughput: 32 shuffles per clock per SM on cc 7.x-9.0; 32 banks of 4 bytes per clock)
+    shuffle_lanes_per_clk_per_sm: PositiveFloat = 32.0
+    shared_bytes_per_clk_per_sm: PositiveFloat = 128.0
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []
@@ -173,6 +187,16 @@ class GPUConfig(BaseModel):
                 where = info.field_name + (f".{key}" if key is not None else "")
                 raise PydanticCustomError("implausible", "{where} = {value}: {why}",
                                           {"where": where, "value": f"{x:g}", "why": why})
+        return v
+
+    @field_validator("dependent_latency_cycles", mode="after")
+    @classmethod
+    def _latency_classes(cls, v):
+        allowed = ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier", "branch")   # backends/sim/warp.py
+        bad = sorted(set(v) - set(allowed))
+        if bad:
+            raise PydanticCustomError("latency_class", "unknown latency class {bad}; allowed: {allowed}",
+                                      {"bad": ", ".join(bad), "allowed": ", ".join(allowed)})
         return v
 
     @model_validator(mode="after")

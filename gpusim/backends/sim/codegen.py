@@ -152,10 +152,26 @@ def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int =
     return max(1.0, per_warp * num_warps / unroll / tile)
 
 
-def _scaled_body(body: tuple, dup, issue, unroll: int) -> tuple:
-    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic ``est_dup``)
-    and its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
-    lowered)."""
+def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None:
+    """Per compiled loop body: the cycles one iteration of the CTA's warps takes at least, when each
+    instruction waits for the results it reads (``warp.iteration_cycles``, with ``ceil(num_warps / 4)``
+    warps sharing each scheduler). None without the loop bodies or the config's latencies."""
+    from . import warp
+
+    bodies = getattr(compiled, "loop_bodies", None)
+    if not bodies or not cfg.dependent_latency_cycles:
+        return None
+    rates = {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
+             "shared": cfg.shared_bytes_per_clk_per_sm}
+    return [warp.iteration_cycles(b, cfg.dependent_latency_cycles, rates, num_warps, int(cfg.warp_issue_per_clk_per_sm))
+            for b in bodies]
+
+
+def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
+    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic ``est_dup``),
+    its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
+    lowered), and ``latency`` (the compiled body's dependent-chain cycles) shared among its SIMT
+    steps, in proportion to their pipe time, as the least time they take."""
     from dataclasses import replace
 
     from .steps import SimtStep, TensorStep
@@ -171,30 +187,41 @@ def _scaled_body(body: tuple, dup, issue, unroll: int) -> tuple:
     sfu = sum(b.sfu_cycles for b in body if isinstance(b, SimtStep))
     fv = max(1.0, issue[0] / unroll / vec) if vec else 1.0
     fs = max(1.0, issue[1] / unroll / sfu) if sfu else 1.0
-    return tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
+    body = tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
+                 if isinstance(b, SimtStep) else b for b in body)
+    pipe = sum(max(b.vector_cycles, b.sfu_cycles) for b in body if isinstance(b, SimtStep))
+    if latency <= 0 or not pipe:
+        return body
+    return tuple(replace(b, min_cycles=latency / unroll * max(b.vector_cycles, b.sfu_cycles) / pipe)
                  if isinstance(b, SimtStep) else b for b in body)
 
 
 def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
     """The step list with each loop's SIMT steps raised to the compiled loop's issue and SFU
-    cycles, its tensor steps scaled by the work the compiler duplicates across warpgroups, and its
-    spill traffic set; the compiled loop's counts are per ``unroll_factor`` iterations."""
+    cycles and given its dependent-chain cycles as their least time, its tensor steps scaled by the
+    work the compiler duplicates across warpgroups, and its spill traffic set; the compiled loop's
+    counts are per ``unroll_factor`` iterations."""
     from dataclasses import replace
 
     from .steps import LoopStep
 
     compiled = getattr(occupancy, "compiled", None)
     loops = [s for s in steps if isinstance(s, LoopStep)]
+    latency = [0.0] * len(loops)
     if compiled is not None:
         unroll = unroll_factor(compiled, program, loops)
         dup = tensor_duplication(compiled, program.num_warps, loops, unroll)
         issue = loop_issue_cycles(compiled, program.num_warps, cfg)
         spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps / unroll
+        per_body = loop_latency_cycles(compiled, program.num_warps, cfg)
+        if per_body and len(per_body) == len(loops):   # compiled loops in program order
+            latency = per_body
     else:
         from .cost import cta_resources
 
         unroll, dup, issue = 1, None, None      # dup None: each tensor step's own estimate
         spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                           cfg.max_registers_per_thread)
-    return tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll), spill_bytes=spill)
+    lat = iter(latency)
+    return tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill)
                  if isinstance(s, LoopStep) else s for s in steps)

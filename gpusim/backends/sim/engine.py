@@ -227,7 +227,8 @@ class LaunchSim:
         if sfu and pf[2] > start:
             start = pf[2]
         dur = sfu if sfu > vec else vec
-        fin = start + dur
+        lat = s.min_cycles * scale
+        fin = start + (lat if lat > dur else dur)
         if vec:
             pf[1] = start + vec
             sm.pipe_busy[1] += vec

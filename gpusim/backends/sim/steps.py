@@ -69,6 +69,7 @@ class SimtStep:
     sfu_cycles: float
     flops: float
     sfu_ops: float
+    min_cycles: float = 0.0     # the least time the step takes (its warps' dependent chains), pipes held or not
 
 
 @dataclass(frozen=True, slots=True)

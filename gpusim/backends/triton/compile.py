@@ -24,9 +24,11 @@ from dataclasses import asdict, dataclass
 from ...dsl import ir
 from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
+from .sass_deps import loop_bodies
 
 POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
-FORMAT = 3   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes
+FORMAT = 4   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes;
+#              4: loop bodies with their register dependencies
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class CompiledResources:
     # bytes per thread of the global loads (LDG, LDGSTS) inside loops: against the tile program's
     # loads per iteration this gives how many iterations ptxas unrolled into one loop body
     loop_load_bytes: float | None = None
+    # each loop body's instructions with the registers they write and read (``sass_deps``), for the
+    # warp scoreboard of ``backends/sim/warp.py``. None: unknown
+    loop_bodies: tuple | None = None
 
     @property
     def spills(self) -> bool:
@@ -85,6 +90,8 @@ class CompiledResources:
             d[f] = tuple(sorted(d[f].items()))
         for f in ("global_load_widths", "global_store_widths"):
             d[f] = tuple(sorted((int(k), v) for k, v in d[f].items()))
+        if d.get("loop_bodies") is not None:
+            d["loop_bodies"] = tuple(tuple(b) for b in d["loop_bodies"])
         return cls(**d)
 
 
@@ -243,7 +250,8 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
         sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
     return CompiledResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                              shared_bytes=int(k.metadata.shared), triton_version=triton.__version__,
-                             ptxas_version=_ptxas_version(arch), **parse_res_usage(res, name), **parse_sass(sass))
+                             ptxas_version=_ptxas_version(arch), loop_bodies=loop_bodies(sass),
+                             **parse_res_usage(res, name), **parse_sass(sass))
 
 
 def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> dict:

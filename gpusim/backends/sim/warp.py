@@ -1,0 +1,144 @@
+"""How long one warp takes to issue a compiled loop body when each instruction waits for the
+results it reads: a scoreboard over the loop's SASS (``backends/triton/sass_deps.py``).
+
+One warp alone on its scheduler issues at most one instruction per clock, in order. An
+instruction issues once its source registers are ready; its result is ready ``latency`` cycles
+later, by class (``GPUConfig.dependent_latency_cycles``, measured by dependent chains on the H200:
+``benchmarks/micro_fidelity.py latency`` and ``reduction``):
+
+* ``fp32``: floating-point arithmetic, compares, selects and conversions (FFMA, FMNMX, FSEL, F2FP...);
+* ``int``: integer and predicate arithmetic, moves and uniform-datapath ops (IADD3, ISETP, MOV, UIADD3...);
+* ``mufu``: the special-function unit (MUFU.EX2...), which also accepts one warp-instruction per
+  ``32 / (sfu_ops_per_clk_per_sm / 4)`` clocks on its sub-partition;
+* ``shfl``: warp shuffles; ``shared``: shared-memory loads (LDS, LDSM); ``shared_store``: the time a
+  shared store (STS) takes to be visible to the CTA's other warps; ``barrier``: a CTA barrier (BAR), which also waits for this warp's shared stores;
+  ``branch``: cycles from a taken backward branch (the loop's) to the next instruction's issue.
+
+Tensor instructions (HGMMA, HMMA, their fences and waits) and global or local memory traffic
+(LDG, LDGSTS, STG, LDL/STL) have no latency here: the engine times the tensor pipe and every load
+itself. The result is the steady-state cycles per iteration of one warp; the engine uses it as
+the least time a CTA's loop iteration of SIMT work can take, while holding the pipes only for the
+issue and throughput cycles (a latency-bound CTA leaves them to other CTAs).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+LATENCY_CLASSES = ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier", "branch")
+_FREE = ("HGMMA", "HMMA", "WARPGROUP", "LDG", "LDGSTS", "LDGDEPBAR", "DEPBAR", "STG", "STL", "LDL",
+         "FENCE", "MEMBAR", "RED", "ATOM", "NOP", "EXIT", "CCTL", "UTMA")
+
+
+def op_class(opcode: str) -> str:
+    """Latency class of a SASS opcode (with or without modifiers)."""
+    op = opcode.split(".", 1)[0]
+    if op.startswith(_FREE) or op in ("LDGSTS",):
+        return "free"
+    if op == "MUFU":
+        return "mufu"
+    if op == "SHFL":
+        return "shfl"
+    if op in ("LDS", "LDSM", "STS"):
+        return "shared"
+    if op == "BAR":
+        return "barrier"
+    if op == "BRA":
+        return "branch"
+    if op.startswith(("F", "HADD2", "HMUL2", "HFMA2")) and not op.startswith("FENCE"):
+        return "fp32"
+    return "int"
+
+
+def _shared_bytes(op: str) -> int:
+    """Bytes one warp moves through shared memory with a LDS/STS/LDSM instruction."""
+    name, _, mods = op.partition(".")
+    if name == "LDSM":
+        return 32 * 4 * (int(mods[-1]) if mods[-1:].isdigit() else 1)
+    return 32 * (16 if ".128" in op else 8 if ".64" in op else 4)
+
+
+def _decode(ins: str) -> tuple:
+    op, dst, src = ins.split("|")
+    cls = op_class(op)
+    return cls, op.split(".", 1)[0], tuple(dst.split()), tuple(src.split()), _shared_bytes(op) if cls == "shared" else 32
+
+
+@lru_cache(maxsize=4096)
+def _decoded(body: tuple) -> tuple:
+    return tuple(_decode(i) for i in body)
+
+
+def _start(ins, w, lat, sh):
+    """Earliest issue cycle of instruction ``ins`` of warp ``w`` (a dict) on the shared scheduler ``sh``."""
+    cls, op, dst, src, units = ins
+    start = w["t"] if w["t"] > sh["free"] else sh["free"]
+    ready = w["ready"]
+    for r in src:
+        x = ready.get(r, 0.0)
+        if x > start:
+            start = x
+    if cls in sh["rate"] and sh[cls] > start:
+        start = sh[cls]
+    if cls == "barrier" and w["stores"] > start:
+        start = w["stores"]
+    return start
+
+
+def _issue(ins, w, start, lat, sh):
+    cls, op, dst, src, units = ins
+    done = start
+    if cls in sh["rate"]:
+        sh[cls] = start + units / sh["rate"][cls]
+    if cls == "shared" and op == "STS":
+        w["stores"] = max(w["stores"], start + lat["shared_store"])
+    elif cls != "free" and cls != "barrier":
+        done = start + lat[cls]
+    for r in dst:
+        w["ready"][r] = done
+    sh["free"] = start + 1.0
+    w["t"] = done if cls == "branch" else start + 1.0
+    w["pc"] += 1
+
+
+def _run(code: tuple, lat: dict, rate: dict, iterations: int, warps: int) -> list:
+    """Cycle at which the warps finish each of ``iterations`` passes over the body, ``warps``
+    identical warps sharing one scheduler (each in order; the scheduler issues one instruction
+    per clock, the earliest ready; a barrier releases when every warp has reached it)."""
+    ws = [{"t": 0.0, "ready": {}, "stores": 0.0, "pc": 0} for _ in range(warps)]
+    sh = {"free": 0.0, "rate": rate, **{k: 0.0 for k in rate}}
+    n = len(code)
+    ends = []
+    for _ in range(iterations):
+        for w in ws:
+            w["pc"] = 0
+        while True:
+            cands = [(_start(code[w["pc"]], w, lat, sh), k) for k, w in enumerate(ws)
+                     if w["pc"] < n and code[w["pc"]][0] != "barrier"]
+            if not cands:
+                waiting = [w for w in ws if w["pc"] < n]
+                if not waiting:
+                    break
+                at = max(_start(code[w["pc"]], w, lat, sh) for w in waiting) + lat["barrier"]
+                for w in waiting:
+                    w["t"], w["pc"] = at, w["pc"] + 1
+                continue
+            start, k = min(cands)
+            _issue(code[ws[k]["pc"]], ws[k], start, lat, sh)
+        ends.append(max(w["t"] for w in ws))
+    return ends
+
+
+def iteration_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4) -> float:
+    """Steady-state cycles per pass over ``body`` (instruction strings) of one CTA of ``num_warps``
+    warps: ``ceil(num_warps / schedulers)`` of them share each scheduler, and the SM-wide units in
+    ``rates`` (per clock per SM: ``mufu`` lanes, ``shfl`` lanes, ``shared`` bytes) are split among
+    the ``min(num_warps, schedulers)`` schedulers in use. The mean of passes 3 and 4, after the
+    loop-carried registers settle."""
+    if not body or not latency:
+        return 0.0
+    lat = {k: float(latency.get(k, 0.0)) for k in LATENCY_CLASSES}
+    active = max(1, min(int(num_warps), schedulers))
+    # the SFU is per sub-partition (a quarter of the SM's); shuffles and shared memory are SM-wide
+    per = {"mufu": rates["mufu"] / schedulers, "shfl": rates["shfl"] / active, "shared": rates["shared"] / active}
+    ends = _run(_decoded(tuple(body)), lat, per, 4, -(-max(1, int(num_warps)) // schedulers))
+    return (ends[3] - ends[1]) / 2.0
