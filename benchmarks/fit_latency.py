@@ -128,12 +128,12 @@ START = {"shfl": 24, "shared": 30, "shared_store": 30, "barrier": 20, "branch": 
 
 
 def fit(rows: list) -> dict:
-    """Coordinate descent on the mean |relative error|, one fitted class at a time over 0..120
+    """Coordinate descent on the mean |relative error|, one fitted class at a time over 0..300
     cycles, two rounds from ``START``."""
     lat = dict(FIXED, **START)
     for _ in range(2):
         for k in START:
-            lat[k] = min(range(0, 121), key=lambda v: _score(rows, dict(lat, **{k: v})))
+            lat[k] = min(range(0, 301), key=lambda v: _score(rows, dict(lat, **{k: v})))
     return lat
 
 
