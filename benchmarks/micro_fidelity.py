@@ -300,6 +300,21 @@ def _reduce_chain(out_ptr, c, T, R: tl.constexpr, C: tl.constexpr, OP: tl.conste
     tl.store(out_ptr + tl.program_id(0) * R * C + rr[:, None] * C + cc[None, :], x)
 
 
+def _chain_row(label: str, kern, op: int, name: str, R: int, C: int, nw: int, T: int, sm_count: int,
+               clock: float, out) -> dict:
+    """Time one chain kernel (one CTA per SM, T iterations): its row, or the error it raised."""
+    fn = lambda: kern[(sm_count,)](out, 0.999, T, R=R, C=C, OP=op, num_warps=nw)
+    try:
+        fn()
+        us = _bench_us(fn)
+    except Exception as e:  # noqa: BLE001 - recorded, not fatal
+        return {"R": R, "C": C, "num_warps": nw, "op": name, "error": repr(e)[:200]}
+    row = {"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
+           "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())}
+    print(label, row, flush=True)
+    return row
+
+
 def reduction(sm_count: int, clock: float) -> list:
     """Cycles per iteration of a reduction-carried dependency chain, one CTA per SM, against the
     tile shape and warps; the same loop without the reduction gives the elementwise part."""
@@ -309,16 +324,7 @@ def reduction(sm_count: int, clock: float) -> list:
         for nw in (4, 8):
             out = torch.empty(sm_count * R * C, device="cuda", dtype=torch.float32)
             for op, name in ((0, "max"), (1, "sum"), (2, "none")):
-                fn = lambda: _reduce_chain[(sm_count,)](out, 0.999, T, R=R, C=C, OP=op, num_warps=nw)
-                try:
-                    fn()
-                    us = _bench_us(fn)
-                except Exception as e:  # noqa: BLE001 - recorded, not fatal
-                    rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "error": repr(e)[:200]})
-                    continue
-                rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
-                             "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())})
-                print("reduction", rows[-1], flush=True)
+                rows.append(_chain_row("reduction", _reduce_chain, op, name, R, C, nw, T, sm_count, clock, out))
     return rows
 
 
@@ -355,16 +361,7 @@ def chains(sm_count: int, clock: float) -> list:
         out = torch.empty(sm_count * R * C, device="cuda", dtype=torch.float32)
         for kern, op, name in ((_reduce_chain, 0, "max"), (_reduce_chain, 1, "sum"), (_softmax_chain, 0, "exp2-max"),
                                (_softmax_chain, 1, "sum-exp2"), (_softmax_chain, 2, "softmax")):
-            fn = lambda: kern[(sm_count,)](out, 0.999, T, R=R, C=C, OP=op, num_warps=nw)
-            try:
-                fn()
-                us = _bench_us(fn)
-            except Exception as e:  # noqa: BLE001 - recorded, not fatal
-                rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "error": repr(e)[:200]})
-                continue
-            rows.append({"R": R, "C": C, "num_warps": nw, "op": name, "us": us,
-                         "cycles_per_iter": us * 1e-6 * clock / T, "ok": bool(torch.isfinite(out).all())})
-            print("chains", rows[-1], flush=True)
+            rows.append(_chain_row("chains", kern, op, name, R, C, nw, T, sm_count, clock, out))
     return rows
 
 

@@ -133,12 +133,20 @@ def iteration_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1
     warps: ``ceil(num_warps / schedulers)`` of them share each scheduler, and the SM-wide units in
     ``rates`` (per clock per SM: ``mufu`` lanes, ``shfl`` lanes, ``shared`` bytes) are split among
     the ``min(num_warps, schedulers)`` schedulers in use. The mean of passes 3 and 4, after the
-    loop-carried registers settle."""
+    loop-carried registers settle. Memoised: every launch of a sweep that shares a compiled kernel
+    asks the same question."""
     if not body or not latency:
         return 0.0
-    lat = {k: float(latency.get(k, 0.0)) for k in LATENCY_CLASSES}
-    active = max(1, min(int(num_warps), schedulers))
+    return _iteration_cycles(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
+                             max(1, int(num_warps)), schedulers)
+
+
+@lru_cache(maxsize=4096)
+def _iteration_cycles(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int) -> float:
+    given, rate = dict(latency), dict(rates)
+    lat = {k: float(given.get(k, 0.0)) for k in LATENCY_CLASSES}
+    active = min(num_warps, schedulers)
     # the SFU is per sub-partition (a quarter of the SM's); shuffles and shared memory are SM-wide
-    per = {"mufu": rates["mufu"] / schedulers, "shfl": rates["shfl"] / active, "shared": rates["shared"] / active}
-    ends = _run(_decoded(tuple(body)), lat, per, 4, -(-max(1, int(num_warps)) // schedulers))
+    per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
+    ends = _run(_decoded(body), lat, per, 4, -(-num_warps // schedulers))
     return (ends[3] - ends[1]) / 2.0

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from ...dsl import ir
 from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
-from .sass_deps import loop_bodies
+from .sass_deps import loop_bodies, scan
 
 POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
 FORMAT = 4   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes;
@@ -100,9 +100,6 @@ class CompileError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- SASS parsing
-_INSTR = re.compile(r"^\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)(.*);")
-_LABEL = re.compile(r"^(\.L\w+):")
-_BRANCH = re.compile(r"`\((\.L\w+)\)")
 # opcode classes counted with a modifier as well as on their own
 _DETAIL = ("MUFU.EX2", "MUFU.LG2", "MUFU.RCP", "MUFU.RSQ", "MUFU.SQRT")
 
@@ -132,25 +129,8 @@ def mma_flops_per_warp(op: str, tail: str) -> float:
 
 def parse_sass(text: str) -> dict:
     """Opcode-class counts (all and in-loop), spill bytes and global access widths from nvdisasm."""
-    instrs, labels = [], {}
-    pending = []
-    for line in text.splitlines():
-        lm = _LABEL.match(line)
-        if lm:
-            pending.append(lm.group(1))
-            continue
-        m = _INSTR.match(line)
-        if m:
-            addr = int(m.group(1), 16)
-            for lab in pending:
-                labels[lab] = addr
-            pending = []
-            instrs.append((addr, m.group(2), m.group(3), m.group(4)))
-    loops = []
-    for addr, op, mods, rest in instrs:
-        b = _BRANCH.search(rest)
-        if op == "BRA" and b and b.group(1) in labels and labels[b.group(1)] < addr:
-            loops.append((labels[b.group(1)], addr))
+    listing, loops = scan(text)
+    instrs = [(addr, op, mods, rest) for addr, _, op, mods, rest in listing]
     total, in_loop = Counter(), Counter()
     loads, stores = Counter(), Counter()
     spill_st = spill_ld = 0

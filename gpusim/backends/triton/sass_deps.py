@@ -80,8 +80,10 @@ def instruction(op: str, mods: str, operands: str, guard: str | None) -> str:
     return f"{op}{mods}|{' '.join(dst)}|{' '.join(src)}"
 
 
-def loop_bodies(text: str) -> tuple:
-    """Every loop body of the disassembly, innermost ranges as nvdisasm lays them out."""
+def scan(text: str) -> tuple:
+    """(instructions, loops) of an nvdisasm listing: each instruction as (address, guard predicate or
+    None, opcode, modifiers, operands), each loop as the (first, last) address of a backward ``BRA``
+    and its target label."""
     instrs, labels, pending = [], {}, []
     for line in text.splitlines():
         lm = _LABEL.match(line)
@@ -95,10 +97,16 @@ def loop_bodies(text: str) -> tuple:
                 labels[lab] = addr
             pending = []
             instrs.append((addr, m.group(3), m.group(4), m.group(5), m.group(6)))
-    bodies = []
+    loops = []
     for addr, _, op, _, rest in instrs:
         b = _BRANCH.search(rest)
         if op == "BRA" and b and b.group(1) in labels and labels[b.group(1)] < addr:
-            lo = labels[b.group(1)]
-            bodies.append(tuple(instruction(o, mods, rest2, g) for a, g, o, mods, rest2 in instrs if lo <= a <= addr))
-    return tuple(bodies)
+            loops.append((labels[b.group(1)], addr))
+    return instrs, loops
+
+
+def loop_bodies(text: str) -> tuple:
+    """Every loop body of the disassembly, innermost ranges as nvdisasm lays them out."""
+    instrs, loops = scan(text)
+    return tuple(tuple(instruction(o, mods, rest, g) for a, g, o, mods, rest in instrs if lo <= a <= hi)
+                 for lo, hi in loops)
