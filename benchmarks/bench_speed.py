@@ -30,6 +30,8 @@ COMPARE = [
     ("attention_flash", dict(batch=1, heads=16, seq_len=2048, head_dim=64)),
     ("attention_flash", dict(batch=16, heads=32, seq_len=1024, head_dim=64, BLOCK_M=64)),
     ("attention_flash", dict(batch=4, heads=32, seq_len=2048, head_dim=64, causal=True, BLOCK_M=64)),
+    ("attention_flash", dict(batch=1, heads=32, seq_len=8192, head_dim=128, causal=True, window=2048, BLOCK_M=128,
+                             BLOCK_N=64, num_warps=8)),
     ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64)),
     ("matmul", dict(M=8192, N=8192, K=512)),
 ]

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpusim.hw.validate import analyze, resimulate  # noqa: E402
+from gpusim.hw.validate.predict import compiler_mismatch  # noqa: E402
+from gpusim.hw.validate.rows import load_validation  # noqa: E402
 
 
 def _point_errors(rows) -> list:
@@ -40,8 +42,13 @@ def main(argv=None) -> int:
     dirs = [Path(d) for d in args.dirs] or sorted(rec.glob("val_*")) + sorted(rec.glob("heldout/val_*"))
     out, pooled = {}, {"recorded": [], "heldout": []}
     print(f"{'scenario':32s} {'n':>4s} {'median%':>8s} {'p90%':>6s} {'signed%':>8s}  sweeps (spearman / pick loss %)")
+    notes = set()
     for d in dirs:
         t0 = time.time()
+        note = compiler_mismatch(load_validation(d / "validation.json"))
+        if note and note not in notes:
+            notes.add(note)
+            print(note, flush=True)
         rows = resimulate(d / "validation.json", args.gpu, jobs=args.jobs)
         s = analyze(rows)
         pt = s["time_error"]["point"]

@@ -391,3 +391,19 @@ def test_main_args_shape():
     a = build_parser().parse_args(["validate", "s.yaml", "--out", "d"])
     assert a.gpu is None and a.no_ncu is False and a.reference is False and a.reanalyze is None
     assert run.ncu_max_of(a) == ncu.NCU_MAX_DEFAULT
+
+
+def test_compiler_mismatch_names_both_versions(monkeypatch):
+    """Re-predicting with compiled resources says when this machine's Triton is not the one that
+    built the measured kernels, and says nothing when they agree or nothing is compiled."""
+    triton = pytest.importorskip("triton")
+    from gpusim.hw.validate.predict import compiler_mismatch
+
+    monkeypatch.setenv("GPUSIM_RESOURCES", "compiled")
+    other = {"environment": {"triton": "0.0.1"}}
+    note = compiler_mismatch(other)
+    assert note is not None and "triton 0.0.1" in note and f"triton {triton.__version__}" in note
+    assert compiler_mismatch({"environment": {"triton": triton.__version__}}) is None
+    assert compiler_mismatch({}) is None
+    monkeypatch.setenv("GPUSIM_RESOURCES", "estimated")
+    assert compiler_mismatch(other) is None

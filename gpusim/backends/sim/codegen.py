@@ -122,7 +122,14 @@ def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
     """Iterations of the tile program's loops that one compiled loop body holds (ptxas unrolls
     small loop bodies, e.g. 4x for a 64x64x32 GEMM tile): the body's global-load bytes per thread
     over the loads the tile program issues per iteration. The SASS counts of the loop (issue, MUFU,
-    spills, MMA FLOPs) are divided by it. 1 when unknown or when the loop loads nothing."""
+    spills, MMA FLOPs) are divided by it. 1 when unknown or when the loop loads nothing.
+
+    A body that copies a tile more than once is not unrolled: triton 3.6 stages the backward's
+    row vectors (LSE, delta) with 16 predicated 8-byte copies per thread, 192 load bytes per
+    thread where the tiles hold 66. So where the loop has MMAs, the factor is at most the
+    body's MMA FLOPs over the tiles' (each iteration issues its MMAs at least once)."""
+    from .steps import TensorStep
+
     body = getattr(compiled, "loop_load_bytes", None)
     if not body:
         return 1
@@ -131,7 +138,12 @@ def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
                    for s in loop_steps for ld in s.loads if ld.tensor in tensors)
     if not per_iter:
         return 1
-    return max(1, round(body * 32 * program.num_warps / per_iter))
+    unroll = max(1, round(body * 32 * program.num_warps / per_iter))
+    mma = getattr(compiled, "loop_mma_flops", None)
+    tile = sum(b.flops for s in loop_steps for b in s.body if isinstance(b, TensorStep))
+    if mma and tile:
+        unroll = min(unroll, max(1, math.floor(mma * program.num_warps / tile + 1e-9)))
+    return unroll
 
 
 def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int = 1) -> float:

@@ -99,7 +99,7 @@ class LaunchSim:
         self._simulate(order, sampled)
         end = max([c[0] for c in self.completions] + [self.mem.hbm.free_at, self.mem.l2ch.free_at])
         sim_work = sum(w for _, w in self.completions)
-        counters = self.counters.freeze()
+        counters = self.counters.freeze().plus(self.cta_counters.freeze())
         extra, scale = 0.0, 1.0
         if sampled:
             extra, scale, counters = self._extrapolate(order, end, sim_work, counters)
@@ -128,7 +128,8 @@ class LaunchSim:
         S = self.slots
         self.now = 0.0
         self.l2.new_launch()
-        self.counters = Tally()
+        self.counters = Tally()        # loop traffic and compute
+        self.cta_counters = Tally()    # the loads and stores outside the loops (once per CTA)
         self.mem = MemoryPath(cfg, self.l2, self.addr, self.tensors, self.launch.program.num_warps, self.counters,
                               self.timeline)
         self.sms = self.mem.sms
@@ -139,7 +140,8 @@ class LaunchSim:
         self.tail_owner = LaunchSim._owners
         self.who = 0
         self._snap_at = (S, HEAD_WAVES * S - S) if sampled else ()
-        self._snap = []
+        self._snap = []                # (time, progress, both tallies) at the steady window's ends
+        self.progress = 0.0            # work done so far: loop iterations finished + CTAs ended
 
     def _simulate(self, order, sampled: bool):
         it = self._dispatch(order, HEAD_WAVES * self.slots if sampled else None)
@@ -151,13 +153,27 @@ class LaunchSim:
         head = HEAD_WAVES * S
         trip_totals = self._trip_totals()
         total_work = n + sum(trip_totals)
-        done = sorted(self.completions)
-        t_a, t_b = done[S - 1][0], done[head - S - 1][0]
-        w_win = sum(w for _, w in done[S:head - S])
+        # the steady rate is the work done between the end of wave 1 and the first tail dispatch,
+        # counted as it happens (loop iterations when they finish, a CTA's own unit when it ends):
+        # CTAs of unequal length complete in bunches long after a synchronised start (a sliding
+        # window's short CTAs echo for several waves), so a rate counted from completions wanders
+        (t_a, p_a, it_a, cta_a), (t_b, p_b, it_b, cta_b) = self._snap
+        w_win = p_b - p_a              # >= the 2 waves of CTAs that end in the window
         rate = w_win / (t_b - t_a) if t_b > t_a else sim_work / end
-        # the skipped middle moves what the steady window moved per unit of work
-        window = Counters().plus(self._snap[1]).plus(self._snap[0], -1.0)
-        skipped = Counters().plus(window, (total_work - sim_work) / w_win)
+        # the skipped middle moves what the window moved: its loops' bytes per loop iteration, and
+        # the bytes of the loads and stores outside the loops (Q, O) per CTA; as many CTAs start
+        # and end in the window (each end dispatches the next)
+        n_win, n_skip = head - 2 * S, n - len(order)
+        it_win, it_skip = w_win - n_win, (total_work - sim_work) - n_skip
+        per_it = it_skip / it_win if it_win > 0 else n_skip / n_win
+        skipped = (Counters().plus(cta_b, n_skip / n_win).plus(cta_a, -n_skip / n_win)
+                   .plus(it_b, per_it).plus(it_a, -per_it))
+        # DRAM bytes are first touches of unique data: they follow the grid positions a CTA
+        # covers, not its trip count (a causal or windowed CTA reads its own rows' K/V first
+        # however long it runs), so they scale per CTA
+        win = Counters().plus(cta_b).plus(cta_a, -1.0).plus(it_b).plus(it_a, -1.0)
+        skipped = replace(skipped, dram_read_bytes=win.dram_read_bytes * n_skip / n_win,
+                          dram_write_bytes=win.dram_write_bytes * n_skip / n_win)
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
@@ -200,8 +216,9 @@ class LaunchSim:
             t0 = self.now
             yield from self._cta(cid, sm, sm_id)
             self.completions.append((self.now, self._work(cid)))
+            self.progress += 1
             if len(self.completions) in self._snap_at:
-                self._snap.append(self.counters.freeze())
+                self._snap.append((self.now, self.progress, self.counters.freeze(), self.cta_counters.freeze()))
             if self.timeline:
                 self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))
 
@@ -245,17 +262,22 @@ class LaunchSim:
         pid = self._pid(cid)
         who = self.who
         ready = {}
+        mem = self.mem
         for s in self.steps:
             kind = type(s)
-            if kind is Issue:
+            if kind is Issue:       # the per-CTA tally counts it (no yield until it is restored)
                 d = s.load
-                ready[d.idx] = self.mem.load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], self.now, sm, who)
+                mem.counters = self.cta_counters
+                ready[d.idx] = mem.load(d, [ir.eval_expr(e, pid, {}) for e in d.offsets], self.now, sm, who)
+                mem.counters = self.counters
             elif kind is Wait:
                 t = ready.pop(s.load, 0.0)
                 if t > self.now:
                     yield self._wait(t, sm_id, cid)
             elif kind is StoreStep:
-                self.mem.store(s.op, pid, {}, self.now, who, sm)
+                mem.counters = self.cta_counters
+                mem.store(s.op, pid, {}, self.now, who, sm)
+                mem.counters = self.counters
             elif kind is LoopStep:
                 yield from self._loop(s, pid, sm, sm_id, cid, who)
             else:
@@ -364,6 +386,7 @@ class LaunchSim:
                 else:
                     now = self.now
                     yield compute(s, sm, now, scale) - now
+            self.progress += scale
 
 
 def run_processes(sim, procs) -> None:

@@ -65,6 +65,26 @@ def simulate_all(points: list, cfg: GPUConfig, jobs: int | None = None) -> list:
                            [data] * len(points), [f for _, _, f in points]))
 
 
+def compiler_mismatch(data: dict) -> str | None:
+    """A one-line note when this machine would compile the re-predicted kernels with another Triton
+    than the one that built the measured kernels (registers, spills and the loop's instructions
+    can differ between versions: the backward's dQ at d 128, 64x64, 8 warps is 137 registers and
+    one CTA per SM with triton 3.9, 128 and two with 3.6); None when they agree or nothing compiles."""
+    from ...backends.sim.cost import resources_mode
+    from ...backends.triton import compile as tc
+
+    measured = (data.get("environment") or {}).get("triton")
+    if not measured or resources_mode() == "estimated" or not tc.available():
+        return None
+    import triton
+
+    if triton.__version__ == measured:
+        return None
+    return (f"note: the measured kernels were built by triton {measured}; this machine compiles with triton "
+            f"{triton.__version__}, so compiled registers and instruction mix may differ from what ran "
+            f"(pip install triton=={measured} to re-predict like with like)")
+
+
 def resimulate(validation_json_path, gpu_config, jobs: int | None = 1) -> list:
     """Rows of a saved validation with every point re-predicted on ``gpu_config`` (a GPUConfig,
     a config name or a YAML path). Measured numbers are kept as recorded."""

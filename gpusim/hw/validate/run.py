@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .analysis import analyze
 from .common import atomic_write, error_text, log, median_spread, pct
 from .measure import SAMPLE_ROWS, SEEDS, TOL, TritonCudaBackend, measure_point
 from .ncu import NCU_MAX_DEFAULT, ncu_points_entry, run_ncu, select_ncu_points
-from .predict import resimulate, simulate_point
+from .predict import compiler_mismatch, resimulate, simulate_point
 from .report import fmt, print_table, write_report
 from .rows import build_rows, group_key, load_validation, rows_from_json
 
@@ -207,6 +208,9 @@ def reanalyze(source, gpu: str | None = None, out=None, jobs: int | None = None)
     meta = {k: v for k, v in data.items() if k != "points"}
     if gpu:
         cfg = load_gpu(gpu)
+        note = compiler_mismatch(data)
+        if note:
+            print(note, file=sys.stderr)
         rows = resimulate(source, cfg, jobs)
         meta.update(gpu=cfg.name, gpu_config_hash=cfg.config_hash(), gpu_config_source=gpu)
     else:

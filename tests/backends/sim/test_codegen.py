@@ -122,3 +122,9 @@ def test_unroll_factor_from_the_loop_loads():
         loop_load_bytes = None
 
     assert codegen.unroll_factor(Unknown(), prog, loops) == 1
+
+    class CopiesTwice:          # 3x the tiles' load bytes, but MMAs for 1.5 iterations: not unrolled
+        loop_load_bytes = 3 * per_thread
+        loop_mma_flops = 1.5 * 2 * 64 * 64 * 32 / 4
+
+    assert codegen.unroll_factor(CopiesTwice(), prog, loops) == 1
