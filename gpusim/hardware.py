@@ -51,6 +51,7 @@ PLAUSIBLE = {
     "simt_lane_ops_per_clk_per_sm": (0.1, 1e5, ()),          # 25 .. 214 measured
     "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
     "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
+    "staged_access_cost": (1.0, 100.0, ()),                  # 1.25 .. 3.3 measured
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
@@ -151,6 +152,12 @@ class GPUConfig(BaseModel):
     # the load/store path sustains at one element per access, by element size in bytes; empty =
     # no cost beyond bytes (measured by benchmarks/micro_fidelity.py vector)
     scalar_access_per_clk_per_sm: dict[int, PositiveFloat] = {}
+    # a tile staged into shared memory (it feeds a dot) from rows that are not 128-byte aligned
+    # costs this many times its aligned time on the L2, the SM's port and the CTA's fill, by the
+    # widest access Triton can prove aligned: "line" (16 bytes, rows straddling L2 lines), "8",
+    # "4" (narrower cp.async), "2" (an odd pitch: 2-byte loads and shared stores through
+    # registers). Empty = bytes only. Measured by benchmarks/kernels/stage_dot.py.
+    staged_access_cost: dict[str, float] = {}
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0
@@ -187,6 +194,16 @@ class GPUConfig(BaseModel):
                 where = info.field_name + (f".{key}" if key is not None else "")
                 raise PydanticCustomError("implausible", "{where} = {value}: {why}",
                                           {"where": where, "value": f"{x:g}", "why": why})
+        return v
+
+    @field_validator("staged_access_cost", mode="after")
+    @classmethod
+    def _staging_classes(cls, v):
+        allowed = ("line", "8", "4", "2")        # backends/sim/codegen.py staging_class
+        bad = sorted(set(v) - set(allowed))
+        if bad:
+            raise PydanticCustomError("staging_class", "unknown staging class {bad}; allowed: {allowed}",
+                                      {"bad": ", ".join(bad), "allowed": ", ".join(allowed)})
         return v
 
     @field_validator("dependent_latency_cycles", mode="after")

@@ -52,6 +52,28 @@ def vector_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     return max(1, min(v, cols))
 
 
+def staging_class(tensor: ir.TensorArg, tile_shape: tuple, width: int, line_bytes: int = 128) -> str | None:
+    """How a ``tile_shape`` tile staged into shared memory from ``tensor`` at ``width`` elements per
+    access departs from aligned 16-byte copies of whole L2 lines: "8", "4" or "2" (the access bytes
+    Triton can prove aligned; an odd pitch goes through 2-byte loads), "line" (16-byte accesses to
+    part of each row, rows not a multiple of ``line_bytes`` apart, so most rows straddle an extra
+    line; a tile of whole rows is one contiguous block), or None (aligned)."""
+    es = ir.DTYPE_BYTES[tensor.dtype]
+    wb = width * es
+    if wb < VECTOR_BYTES:
+        return "8" if wb >= 8 else "4" if wb >= 4 else "2"
+    last = int(tensor.shape[-1])
+    if len(tensor.shape) > 1 and (last * es) % line_bytes and int(tile_shape[-1]) < last:
+        return "line"
+    return None
+
+
+def staging_cost(tensor: ir.TensorArg, tile_shape: tuple, width: int, cfg: GPUConfig) -> float:
+    """Times its aligned cost a staged tile from ``tensor`` takes (``GPUConfig.staged_access_cost``)."""
+    c = staging_class(tensor, tile_shape, width, cfg.l2_line_bytes)
+    return cfg.staged_access_cost.get(c, 1.0) if c else 1.0
+
+
 def port_bytes(nbytes: float, elements: float, es: int, width: int, cfg: GPUConfig) -> float:
     """Bytes-equivalent time a tile access holds the SM's load/store port: its bytes, or, for an
     access narrower than a full vector, the element rate the config measured for that width."""

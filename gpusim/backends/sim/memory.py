@@ -69,7 +69,8 @@ class MemoryPath:
         self.tiles: dict = {}     # (load idx, repeat, offsets) -> the tile's placement (see ``tile``) or None
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
-        """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate) of a load's tile
+        """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
+        bytes) of a load's tile
         (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
         shape = d.shape
         if nrep > 1:
@@ -82,12 +83,16 @@ class MemoryPath:
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
         es = ir.DTYPE_BYTES[t.dtype]
-        # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot go
-        # through cp.async / TMA into shared memory, whose narrow rate is not measured: bytes only
+        # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot are
+        # staged into shared memory, at the cost measured for their rows' alignment (stage_dot)
         width = codegen.vector_width(t, d.shape)
-        port = nbytes if d.sram else codegen.port_bytes(nbytes, nbytes / es, es, width, self.cfg)
+        if d.sram:
+            cost = nbytes * codegen.staging_cost(t, d.shape, width, self.cfg)
+            port = cost
+        else:
+            cost, port = nbytes, codegen.port_bytes(nbytes, nbytes / es, es, width, self.cfg)
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram else 1])
+                self.fill_rate[0 if d.sram else 1], cost)
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
@@ -99,7 +104,7 @@ class MemoryPath:
             tile = self.tiles[key] = self.tile(d, offs, nrep, rep_axis)
         if tile is None:
             return now
-        base, rows, pitch, row_bytes, nbytes, port, sram, rate = tile
+        base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost = tile
         hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
         lines = hits + misses
         miss_bytes = nbytes * misses / lines if lines else 0.0
@@ -112,11 +117,11 @@ class MemoryPath:
         ch = self.l2ch
         if ch.log is None:          # Channel.transfer, inlined (the hottest call of a launch)
             start = ch.free_at if ch.free_at > now else now
-            dur = nbytes / ch.rate
+            dur = cost / ch.rate
             ready = ch.free_at = start + dur
             ch.busy += dur
         else:
-            ready = ch.transfer(nbytes, now)
+            ready = ch.transfer(cost, now)
         ch = sm.port
         start = ch.free_at if ch.free_at > now else now
         dur = port / ch.rate
@@ -135,7 +140,7 @@ class MemoryPath:
             if fill > ready:
                 ready = fill
         if rate:
-            t = now + lat + nbytes / rate
+            t = now + lat + cost / rate
             if t > ready:
                 ready = t
         return ready + exposures * lat

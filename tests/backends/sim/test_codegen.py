@@ -128,3 +128,46 @@ def test_unroll_factor_from_the_loop_loads():
         loop_mma_flops = 1.5 * 2 * 64 * 64 * 32 / 4
 
     assert codegen.unroll_factor(CopiesTwice(), prog, loops) == 1
+
+
+def test_staging_class_from_row_alignment():
+    """A tile staged into shared memory is classed by the widest access Triton can prove aligned and
+    by whether its rows start on 128-byte lines (benchmarks/kernels/stage_dot.py's pads)."""
+    cls = {}
+    for pad in (0, 8, 4, 2, 1):
+        t = ir.TensorArg("k", (4096, 128 + pad), "fp16")
+        cls[pad] = codegen.staging_class(t, (64, 128), codegen.vector_width(t, (64, 128)))
+    assert cls == {0: None, 8: "line", 4: "8", 2: "4", 1: "2"}
+    # a tile of whole 64-byte rows (flash K at head_dim 32) is one contiguous block: aligned
+    kv = ir.TensorArg("k", (4096, 32), "fp16")
+    assert codegen.staging_class(kv, (64, 32), codegen.vector_width(kv, (64, 32))) is None
+    cfg = load_gpu("h200")
+    costs = [codegen.staging_cost(ir.TensorArg("k", (4096, 128 + pad), "fp16"), (64, 128),
+                                  codegen.vector_width(ir.TensorArg("k", (4096, 128 + pad), "fp16"), (64, 128)), cfg)
+             for pad in (0, 8, 1)]
+    assert costs[0] == 1.0 and 1.0 < costs[1] < costs[2]
+    assert codegen.staging_cost(ir.TensorArg("k", (4096, 129), "fp16"), (64, 128), 1, load_gpu("h100-ideal")) == 1.0
+
+
+def test_odd_pitch_gemm_is_slower_than_aligned():
+    """Staging B from rows an odd number of elements apart costs time the aligned GEMM does not pay,
+    and the ideal config (no staging costs) does not charge it."""
+    import gpusim
+
+    def t(n, gpu):
+        return gpusim.simulate("matmul", gpu, M=1024, N=n, K=1024, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                               check=False).time_us
+    assert t(2047, "h200") > 1.5 * t(2048, "h200")
+    assert t(2047, "h100-ideal") < 1.1 * t(2048, "h100-ideal")
+
+
+def test_unknown_staging_class_is_a_clear_error():
+    import pytest
+    from pydantic import ValidationError
+
+    from gpusim.hardware import GPUConfig
+
+    data = load_gpu("h200").model_dump()
+    data["staged_access_cost"] = {"16": 1.2}
+    with pytest.raises(ValidationError, match="unknown staging class 16; allowed: line, 8, 4, 2"):
+        GPUConfig.model_validate(data)
