@@ -62,6 +62,13 @@ PLAUSIBLE = {
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
 
+# the keys a dict field takes: (what they are, the allowed ones)
+KEY_CLASSES = {
+    "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
+                                             "branch")),     # backends/sim/warp.py's classes
+    "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/codegen.py staging_class
+}
+
 
 def _scaled(v: float, factor: float, unit: str) -> str:
     """``v`` read as written in ``unit`` (``factor`` base units), as a value for the YAML file."""
@@ -196,24 +203,14 @@ class GPUConfig(BaseModel):
                                           {"where": where, "value": f"{x:g}", "why": why})
         return v
 
-    @field_validator("staged_access_cost", mode="after")
+    @field_validator("dependent_latency_cycles", "staged_access_cost", mode="after")
     @classmethod
-    def _staging_classes(cls, v):
-        allowed = ("line", "8", "4", "2")        # backends/sim/codegen.py staging_class
+    def _known_classes(cls, v, info):
+        what, allowed = KEY_CLASSES[info.field_name]
         bad = sorted(set(v) - set(allowed))
         if bad:
-            raise PydanticCustomError("staging_class", "unknown staging class {bad}; allowed: {allowed}",
-                                      {"bad": ", ".join(bad), "allowed": ", ".join(allowed)})
-        return v
-
-    @field_validator("dependent_latency_cycles", mode="after")
-    @classmethod
-    def _latency_classes(cls, v):
-        allowed = ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier", "branch")   # backends/sim/warp.py
-        bad = sorted(set(v) - set(allowed))
-        if bad:
-            raise PydanticCustomError("latency_class", "unknown latency class {bad}; allowed: {allowed}",
-                                      {"bad": ", ".join(bad), "allowed": ", ".join(allowed)})
+            raise PydanticCustomError("key_class", "unknown {what} class {bad}; allowed: {allowed}",
+                                      {"what": what, "bad": ", ".join(bad), "allowed": ", ".join(allowed)})
         return v
 
     @model_validator(mode="after")

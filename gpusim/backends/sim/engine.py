@@ -165,15 +165,15 @@ class LaunchSim:
         # and end in the window (each end dispatches the next)
         n_win, n_skip = head - 2 * S, n - len(order)
         it_win, it_skip = w_win - n_win, (total_work - sim_work) - n_skip
-        per_it = it_skip / it_win if it_win > 0 else n_skip / n_win
-        skipped = (Counters().plus(cta_b, n_skip / n_win).plus(cta_a, -n_skip / n_win)
-                   .plus(it_b, per_it).plus(it_a, -per_it))
+        per_cta = n_skip / n_win
+        per_it = it_skip / it_win if it_win > 0 else per_cta
+        win_cta, win_it = Counters().plus(cta_b).plus(cta_a, -1.0), Counters().plus(it_b).plus(it_a, -1.0)
+        skipped = Counters().plus(win_cta, per_cta).plus(win_it, per_it)
         # DRAM bytes are first touches of unique data: they follow the grid positions a CTA
         # covers, not its trip count (a causal or windowed CTA reads its own rows' K/V first
         # however long it runs), so they scale per CTA
-        win = Counters().plus(cta_b).plus(cta_a, -1.0).plus(it_b).plus(it_a, -1.0)
-        skipped = replace(skipped, dram_read_bytes=win.dram_read_bytes * n_skip / n_win,
-                          dram_write_bytes=win.dram_write_bytes * n_skip / n_win)
+        skipped = replace(skipped, dram_read_bytes=(win_cta.dram_read_bytes + win_it.dram_read_bytes) * per_cta,
+                          dram_write_bytes=(win_cta.dram_write_bytes + win_it.dram_write_bytes) * per_cta)
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-LATENCY_CLASSES = ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier", "branch")
+from ...hardware import KEY_CLASSES
+
+LATENCY_CLASSES = KEY_CLASSES["dependent_latency_cycles"][1]   # fp32, int, mufu, shfl, shared, ...
 _FREE = ("HGMMA", "HMMA", "WARPGROUP", "LDG", "LDGSTS", "LDGDEPBAR", "DEPBAR", "STG", "STL", "LDL",
          "FENCE", "MEMBAR", "RED", "ATOM", "NOP", "EXIT", "CCTL", "UTMA")
 
