@@ -90,7 +90,7 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
              tensor_flops_per_s=tensor, fp32_flops_per_s=sms * A100_FP32_LANES * 2 * clk * f["fp32"],
              simt_lane_ops_per_clk_per_sm={k: v * A100_FP32_LANES / FP32_LANES
                                            for k, v in h200.simt_lane_ops_per_clk_per_sm.items()},
-             sfu_ops_per_clk_per_sm=16.0)
+             sfu_ops_per_clk_per_sm=16.0, power_limit_w=None, idle_power_w=0.0, activity_energy_j={})
     if "compute_capability" in d:
         d["compute_capability"] = 80          # H: sm_80 (Ampere GA100): Triton compiles mma.sync, no wgmma
     src.update(
@@ -125,6 +125,10 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         warp_load_bytes_per_clk="E: measured on the H200 (benchmarks/micro_fidelity.py mlp); not measured on Ampere",
         launch_overhead_us="E: measured on the H200 host; launch cost is mostly driver and host side",
         sync_overhead_us="E: measured on the H200 host",
+        power_limit_w="not set: no Ampere clock or power measurement here, so the A100's clock stays at its 1.41 GHz "
+                      "boost (the H200's energies belong to another process node; an A100 under dense tensor work "
+                      "can run below its boost clock at its 400 W limit, which this config does not model)",
+        idle_power_w="not set (see power_limit_w)", activity_energy_j="not set (see power_limit_w)",
     )
     d["sources"] = src
     return d

@@ -12,6 +12,10 @@ validation point:
   mlp       memory-level parallelism: one CTA per SM streaming tiles from HBM (or L2) into a dot or
             into registers, against warps, pipelining depth and tile size: the bytes a CTA keeps in
             flight, and the dot's own time without the loads.
+  share     L2 bandwidth against how many CTAs read each line (1 to all), L2-resident regions,
+            one and two CTAs per SM.
+  coalesce  the same lines read by 2..33 CTAs at 0..8 tiles' distance in time (run under ncu for
+            the L2 sectors read against the bytes delivered: request coalescing in front of the L2).
   reduction a dependency chain through a row max / sum of an R x C tile (one CTA per SM): the
             latency a reduction adds to a CTA's critical path, against tile shape and warps.
   chains    held-out checks of the warp scoreboard: reduction and softmax-like chains at other
@@ -19,12 +23,13 @@ validation point:
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [reduction] [chains] [resources SCENARIO...]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains] [resources SCENARIO...]
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 
@@ -279,6 +284,107 @@ def mlp(sm_count: int, clock: float) -> list:
                                      "total_gbs": tile * T * ctas / (us * 1e-6) / 1e9})
                         print("mlp", rows[-1], flush=True)
     del x
+    return rows
+
+
+@triton.jit
+def _share_dot(x_ptr, q_ptr, out_ptr, T, share, R_MASK, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # as _stream_dot, but CTAs pid // share read the same R_MASK + 1 tiles, over and over: the
+    # working set is L2-resident after the first pass, and each line is read by ``share`` CTAs
+    pid = tl.program_id(0)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    rm = tl.arange(0, 16)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    base = x_ptr + (pid // share).to(tl.int64) * (R_MASK + 1) * (BLOCK_N * D)
+    for i in range(0, T):
+        k = tl.load(base + (i & R_MASK) * (BLOCK_N * D) + rn[:, None] * D + rd[None, :])
+        acc = tl.dot(q, tl.trans(k), acc)
+    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+def share(sm_count: int, clock: float) -> list:
+    """L2 bandwidth against how many CTAs read each line: ``ctas`` CTAs (one or two per SM) each
+    stream T 16 KiB tiles from a region of R tiles shared by ``share`` CTAs (L2-resident after
+    the first pass), into a 16-row dot (the loop is bound by its loads)."""
+    rows = []
+    D, bn, T = 128, 64, 2048
+    tile = bn * D * 2
+    q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
+    x = torch.randn(2 * sm_count * 16 * bn * D, device="cuda", dtype=torch.float16) * 0.05
+    for ctas in (sm_count, 2 * sm_count):
+        for R in (4, 16):
+            for sh in (1, 2, 4, 12, 33, ctas):
+                if ctas // sh * R * tile > x.numel() * 2:
+                    continue
+                out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
+                fn = lambda: _share_dot[(ctas,)](x, q, out, T, sh, R - 1, BLOCK_N=bn, D=D, num_warps=4,
+                                                 num_stages=4)
+                fn()
+                torch.cuda.synchronize()
+                kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
+                ref = q.cpu().numpy().astype(np.float64) @ kk.T
+                got = out[: 16 * bn].view(16, bn).cpu().numpy()
+                ok = bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2)
+                us = _bench_us(fn)
+                rows.append({"ctas": ctas, "share": sh, "region_tiles": R, "tile_bytes": tile, "trips": T,
+                             "footprint_bytes": -(-ctas // sh) * R * tile, "us": us, "ok": ok,
+                             "cycles_per_iter": us * 1e-6 * clock / T,
+                             "total_tbs": tile * T * ctas / (us * 1e-6) / 1e12})
+                print("share", rows[-1], flush=True)
+    return rows
+
+
+@triton.jit
+def _lag_dot(x_ptr, q_ptr, out_ptr, T, share, lag, R_MASK, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # as _share_dot, but member j of a group of ``share`` CTAs reads tile (i + lag * j) of the
+    # group's region: the same lines, ``lag`` iterations apart in time
+    pid = tl.program_id(0)
+    rn = tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    rm = tl.arange(0, 16)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    base = x_ptr + (pid // share).to(tl.int64) * (R_MASK + 1) * (BLOCK_N * D)
+    off = lag * (pid % share)
+    for i in range(0, T):
+        k = tl.load(base + ((i + off) & R_MASK) * (BLOCK_N * D) + rn[:, None] * D + rd[None, :])
+        acc = tl.dot(q, tl.trans(k), acc)
+    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
+
+
+def coalesce(sm_count: int, clock: float) -> list:
+    """Reads of the same lines by several SMs, at a chosen distance in time: ``share`` CTAs read one
+    L2-resident region of 16 tiles, member j ``lag`` tiles ahead of member 0. Run under ncu
+    (``MICRO_ONCE=1``: each config launched once, not timed) it gives the L2 sectors read against the
+    bytes the SMs received; timed, the cycles per tile."""
+    once = os.environ.get("MICRO_ONCE") == "1"
+    rows = []
+    D, R, T = 128, 16, 2048
+    q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
+    x = torch.randn(2 * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
+    cases = [(1, 0)] + [(2, lag) for lag in (0, 1, 2, 4, 8)] + [(8, 0), (8, 1), (33, 0)]
+    for ctas in (2 * sm_count,):
+        for bn in (64, 16):
+            for sh, lag in cases:
+                out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
+                fn = lambda: _lag_dot[(ctas,)](x, q, out, T, sh, lag, R - 1, BLOCK_N=bn, D=D, num_warps=4,
+                                               num_stages=3)
+                fn()
+                torch.cuda.synchronize()
+                row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": lag, "region_tiles": R, "trips": T,
+                       "tile_bytes": bn * D * 2}
+                if not once:
+                    kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
+                    ref = q.cpu().numpy().astype(np.float64) @ kk.T
+                    got = out[: 16 * bn].view(16, bn).cpu().numpy()
+                    us = _bench_us(fn)
+                    row.update(us=us, ok=bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2),
+                               cycles_per_iter=us * 1e-6 * clock / T,
+                               total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
+                rows.append(row)
+                print("coalesce", row, flush=True)
     return rows
 
 

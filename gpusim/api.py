@@ -1,10 +1,12 @@
 """The Python API: ``simulate(kernel, gpu=..., **params) -> Result``."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from . import precheck
 from .backends import numpy_exec
+from .backends.sim import power
 from .backends.sim.cost import InfeasibleError, occupancy
 from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
@@ -64,15 +66,17 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     l2 = L2Cache(cfg.l2_bytes, cfg.l2_line_bytes, cfg.l2_ways)
     addr = _addresses(workload)
     kernels, events = [], []
-    t_cycles = 0.0
+    t_cycles = 0.0                      # on cfg's clock (a power-limited launch's cycles are converted)
     launch_cycles = cfg.launch_overhead_us * 1e-6 * cfg.clock_hz
     for launch in workload.launches:
-        st = LaunchSim(launch, cfg, l2, addr, workload.tensors, fidelity=fidelity, timeline=timeline).run()
+        st, lcfg, power_w = _run_launch(launch, cfg, l2, addr, workload.tensors, fidelity, timeline)
         t_start = t_cycles + launch_cycles
-        kernels.append(_kernel_result(launch, cfg, st, launch_cycles, t_start))
+        kernels.append(_kernel_result(launch, lcfg, st, launch_cycles * lcfg.clock_hz / cfg.clock_hz,
+                                      t_start * lcfg.clock_hz / cfg.clock_hz, power_w))
+        ratio = cfg.clock_hz / lcfg.clock_hz
         if timeline:
-            events.extend(_timeline(launch.name, st, t_cycles, t_start))
-        t_cycles = t_start + st.cycles
+            events.extend(_timeline(launch.name, st, t_cycles, t_start, ratio))
+        t_cycles = t_start + st.cycles * ratio
     l2.release()
     total_us = t_cycles / cfg.clock_hz * 1e6 + cfg.sync_overhead_us
     wall = time.perf_counter() - t_wall
@@ -84,8 +88,25 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
                   timeline=tuple(events), sim_wall_s=wall, **common)
 
 
+def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool):
+    """(stats, the config it ran on, predicted board watts) of one launch: simulated at the
+    maximum clock, and again at the power-limited clock when its predicted power exceeds the
+    limit (``backends/sim/power.py``), from the same L2 state."""
+    state = l2.snapshot() if cfg.power_limit_w else None
+    st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline).run()
+    e_sm, e_mem, seconds = power.launch_energy(cfg, st.counters, st.busy, st.cycles)
+    f = power.loaded_clock(cfg, e_sm, e_mem, seconds)
+    watts = power.kernel_power(cfg, e_sm, e_mem, seconds, f) if cfg.activity_energy_j else None
+    if f >= cfg.clock_hz:
+        return st, cfg, watts
+    l2.restore(state)
+    lcfg = power.at_clock(cfg, f)
+    st = LaunchSim(launch, lcfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline).run()
+    return st, lcfg, watts
+
+
 def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,
-                   t_start: float) -> KernelResult:
+                   t_start: float, power_w: float | None = None) -> KernelResult:
     c, occ, smp = st.counters, st.occupancy, st.sampling
     return KernelResult(
         launch=launch.name, grid=tuple(launch.grid), ctas_per_sm=occ.ctas_per_sm,
@@ -95,15 +116,20 @@ def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cy
         l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
         vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=st.busy[0], vector_busy=st.busy[1],
         sfu_busy=st.busy[2], simulated_ctas=smp.simulated_ctas, total_ctas=smp.total_ctas,
-        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources)
+        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources,
+        clock_hz=cfg.clock_hz, power_w=power_w)
 
 
-def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float) -> list:
-    """A launch's timeline events on the point's clock: the launch, its CTAs and ops, its transfers."""
-    out = [LaunchEvent(name, t_issue, t_start, t_start + st.cycles)]
-    out.extend(e.shifted(t_start, name) for e in st.events)
+def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float, ratio: float = 1.0) -> list:
+    """A launch's timeline events on the point's clock: the launch, its CTAs and ops, its transfers
+    (``ratio``: the point's clock over the launch's, when its power limit lowered it)."""
+    out = [LaunchEvent(name, t_issue, t_start, t_start + st.cycles * ratio)]
+    for e in st.events:
+        if ratio != 1.0:
+            e = dataclasses.replace(e, t0=e.t0 * ratio, t1=e.t1 * ratio)
+        out.append(e.shifted(t_start, name))
     for channel, log in st.transfers:
-        out.extend(TransferEvent(channel, s + t_start, e + t_start, b, name) for s, e, b in log)
+        out.extend(TransferEvent(channel, s * ratio + t_start, e * ratio + t_start, b, name) for s, e, b in log)
     return out
 
 

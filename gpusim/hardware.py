@@ -58,6 +58,10 @@ PLAUSIBLE = {
     "dependent_latency_cycles": (0, 10000, ()),              # 0 .. 120 fitted (cycles per class)
     "shuffle_lanes_per_clk_per_sm": (1, 4096, ()),           # 32
     "shared_bytes_per_clk_per_sm": (16, 1 << 16, ()),        # 128
+    "power_limit_w": (10, 1e4, ((1e3, "kW"),)),              # 400 (A100 SXM) .. 700 W (H100/H200 SXM)
+    "idle_power_w": (0, 5000, ()),                           # ~80 W measured (H200 idle)
+    "activity_energy_j": (0, 1e-6, ((1e-12, "pJ"), (1e-9, "nJ"))),   # 3e-11 J/B .. 1e-9 J/cycle measured
+    "dvfs_energy_exponent": (0, 6, ()),                      # 2.27 measured (C V^2 f with V ~ f: 2)
     "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
@@ -67,6 +71,8 @@ KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
                                              "branch")),     # backends/sim/warp.py's classes
     "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/codegen.py staging_class
+    "activity_energy_j": ("activity", ("tensor_flop", "vector_cycle", "sfu_cycle", "sram_byte", "dram_byte",
+                                        "l2_byte")),
 }
 
 
@@ -185,6 +191,18 @@ class GPUConfig(BaseModel):
     # throughput: 32 shuffles per clock per SM on cc 7.x-9.0; 32 banks of 4 bytes per clock)
     shuffle_lanes_per_clk_per_sm: PositiveFloat = 32.0
     shared_bytes_per_clk_per_sm: PositiveFloat = 128.0
+    # The SM clock under load (backends/sim/power.py). A launch whose predicted board power at
+    # clock_hz exceeds power_limit_w runs at the clock where it meets the limit: idle_power_w plus
+    # its memory power plus its SM power scaled by (f / clock_hz) ** (1 + dvfs_energy_exponent)
+    # (SM work per second follows f; energy per operation follows V**2, V following f: 2). Energy
+    # per unit of activity at clock_hz (activity_energy_j): tensor_flop, vector_cycle and sfu_cycle
+    # (an SM-cycle of that pipe busy), sram_byte (a byte staged from the L2 into shared memory, beyond
+    # its L2 read), dram_byte (beyond its pass through the L2), l2_byte.
+    # None / empty = the clock never drops (ideal). Measured by benchmarks/clock_probe.py.
+    power_limit_w: PositiveFloat | None = None
+    idle_power_w: NonNegativeFloat = 0.0
+    activity_energy_j: dict[str, NonNegativeFloat] = {}
+    dvfs_energy_exponent: NonNegativeFloat = 2.0
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []
@@ -203,7 +221,7 @@ class GPUConfig(BaseModel):
                                           {"where": where, "value": f"{x:g}", "why": why})
         return v
 
-    @field_validator("dependent_latency_cycles", "staged_access_cost", mode="after")
+    @field_validator("dependent_latency_cycles", "staged_access_cost", "activity_energy_j", mode="after")
     @classmethod
     def _known_classes(cls, v, info):
         what, allowed = KEY_CLASSES[info.field_name]

@@ -104,6 +104,8 @@ class KernelResult:
     loop_group: int
     start_us: float = 0.0
     resources: str = "estimated"   # registers per thread from the compiled kernel or the estimate
+    clock_hz: float | None = None  # the SM clock it ran at (below the maximum when power-limited)
+    power_w: float | None = None   # predicted board power (None: the config has no power model)
 
     @property
     def flops(self) -> float:
@@ -122,7 +124,9 @@ class KernelResult:
                 "flops": int(round(self.flops)), "tensor_busy": round(self.tensor_busy, 4),
                 "vector_busy": round(self.vector_busy, 4), "sfu_busy": round(self.sfu_busy, 4),
                 "simulated_ctas": self.simulated_ctas, "total_ctas": self.total_ctas, "loop_group": self.loop_group,
-                "resources": self.resources}
+                "resources": self.resources,
+                "clock_mhz": round(self.clock_hz / 1e6) if self.clock_hz else None,
+                "power_w": round(self.power_w, 1) if self.power_w is not None else None}
 
 
 def _r(x: float, digits: int = 4) -> float:

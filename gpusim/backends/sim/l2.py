@@ -145,6 +145,14 @@ class L2Cache:
         """Done with this cache: its arrays go to the next cache of the same shape (do not use it after)."""
         _SPARE[(self.nsets, self.ways)] = (self.meta, self.hint)
 
+    def snapshot(self) -> tuple:
+        """The cache's whole state, for ``restore`` (a launch simulated again at another clock)."""
+        return self.meta.copy(), self.hint.copy(), self.clock.copy()
+
+    def restore(self, state: tuple) -> None:
+        self.meta[...], self.hint[...], self.clock[...] = state
+        self._pending = 0
+
     @property
     def capacity_bytes(self) -> int:
         return self.nsets * self.ways * self.line_bytes

@@ -1,0 +1,96 @@
+"""The SM clock under load, as pure functions: a board-power model of one launch.
+
+A GPU runs at its maximum clock (``clock_hz``) until its board power reaches ``power_limit_w``;
+past that it lowers the SM clock (and the voltage with it) until the power fits. Measured on the
+H200 (``benchmarks/clock_probe.py``, nvidia-smi sampling the clock while a case runs back to back):
+FMA and exp2 chains, an HBM stream, an L2 sweep and tiles staged from the L2 into shared memory
+stay at 1980 MHz (180-673 W), while a tensor-core tile loop draws the 700 W limit and runs at
+1710 MHz, and dense GEMMs launched back to back at 1425-1650 MHz.
+
+The launch is first simulated at ``clock_hz``; its activity gives its energy there:
+
+    E_mem = e_dram x DRAM bytes + e_l2 x L2 bytes,
+    E_sm = e_tensor x tensor FLOPs + e_sram x bytes staged into shared memory
+           + (e_vector x vector busy + e_sfu x SFU busy) x SM-cycles
+
+with the energies of ``GPUConfig.activity_energy_j`` (each measured by a microbenchmark that does
+mostly that one thing). At a lower clock f the SM part takes f_max / f as long and each SM
+operation costs (f / f_max) ** k of its energy (k = ``dvfs_energy_exponent``: energy per
+operation follows V**2, V roughly following f); memory energy is fixed. The power limiter acts
+over many milliseconds, so the clock is set by the mean power of the timing loop that measures
+the kernel (the launch, its launch overhead and do_bench's L2 flush): over the limit, the clock is
+the f where that mean meets it, and the launch is simulated again on ``at_clock(cfg, f)``: the
+same per-clock SM rates, memory bandwidths and latencies that stay fixed in time.
+"""
+from __future__ import annotations
+
+MIN_CLOCK_RATIO = 0.4      # never predict below 40% of the maximum clock (the H200's lowest seen: 57%)
+# A timing loop (triton.testing.do_bench, as gpusim validate times) clears the L2 before every
+# repetition by writing a 256 MiB buffer; the power limiter averages over many repetitions, so a
+# short kernel's clock is set by the loop's mean power, flush and launch gaps included.
+TIMING_LOOP_FLUSH_BYTES = 256 << 20
+
+
+def launch_energy(cfg, counters, busy, cycles: float) -> tuple:
+    """(SM joules, memory joules, seconds) of a launch that took ``cycles`` at ``cfg.clock_hz``,
+    from its counters (tensor FLOPs, DRAM and L2 bytes) and pipe busy fractions (tensor, vector, SFU)."""
+    e = cfg.activity_energy_j
+    seconds = cycles / cfg.clock_hz
+    if not e or cycles <= 0:
+        return 0.0, 0.0, seconds
+    e_sm = (e.get("tensor_flop", 0.0) * counters.tensor_flops + e.get("sram_byte", 0.0) * counters.sram_bytes
+            + (e.get("vector_cycle", 0.0) * busy[1] + e.get("sfu_cycle", 0.0) * busy[2]) * cfg.sm_count * cycles)
+    e_mem = (e.get("dram_byte", 0.0) * (counters.dram_read_bytes + counters.dram_write_bytes)
+             + e.get("l2_byte", 0.0) * (counters.l2_read_bytes + counters.l2_write_bytes))
+    return e_sm, e_mem, seconds
+
+
+def loop_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float) -> float:
+    """Mean board watts of a timing loop of this launch at SM clock ``f``: each repetition runs the
+    launch (its SM time stretched by f_max / f, each SM operation's energy scaled by
+    (f / f_max) ** dvfs_energy_exponent), the launch overhead and the L2 flush."""
+    r = f / cfg.clock_hz
+    e = cfg.activity_energy_j
+    flush_s = TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s
+    flush_j = TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
+    period = seconds / r + flush_s + cfg.launch_overhead_us * 1e-6
+    return cfg.idle_power_w + (e_sm * r ** cfg.dvfs_energy_exponent + e_mem + flush_j) / period
+
+
+def kernel_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float) -> float:
+    """Board watts while the launch itself runs at SM clock ``f``."""
+    r = f / cfg.clock_hz
+    return cfg.idle_power_w + (e_sm * r ** cfg.dvfs_energy_exponent + e_mem) / (seconds / r) if seconds else cfg.idle_power_w
+
+
+def loaded_clock(cfg, e_sm: float, e_mem: float, seconds: float) -> float:
+    """The SM clock at which a timing loop of this launch meets the power limit (``cfg.clock_hz``
+    when it fits, or when the config has no power model); found by bisection (the loop's power
+    falls with the clock)."""
+    limit = cfg.power_limit_w
+    if not limit or e_sm <= 0 or loop_power(cfg, e_sm, e_mem, seconds, cfg.clock_hz) <= limit:
+        return cfg.clock_hz
+    lo, hi = MIN_CLOCK_RATIO * cfg.clock_hz, cfg.clock_hz
+    if loop_power(cfg, e_sm, e_mem, seconds, lo) >= limit:
+        return lo
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if loop_power(cfg, e_sm, e_mem, seconds, mid) > limit:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def at_clock(cfg, f: float):
+    """``cfg`` with its SM clock at ``f``: per-clock SM rates unchanged (the per-second compute
+    rates scale with f), bandwidths and the memory latencies unchanged in time (their cycles scale
+    with f), and no further power limiting."""
+    r = f / cfg.clock_hz
+    return cfg.model_copy(update={
+        "clock_hz": f,
+        "tensor_flops_per_s": {k: v * r for k, v in cfg.tensor_flops_per_s.items()},
+        "fp32_flops_per_s": cfg.fp32_flops_per_s * r,
+        "l2_latency_cycles": cfg.l2_latency_cycles * r,
+        "hbm_latency_cycles": cfg.hbm_latency_cycles * r,
+        "power_limit_w": None})
