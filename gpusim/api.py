@@ -89,20 +89,27 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
 
 
 def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool):
-    """(stats, the config it ran on, predicted board watts) of one launch: simulated at the
-    maximum clock, and again at the power-limited clock when its predicted power exceeds the
-    limit (``backends/sim/power.py``), from the same L2 state."""
-    state = l2.snapshot() if cfg.power_limit_w else None
+    """(stats, the config it ran on, predicted board watts) of one launch, simulated at the
+    maximum clock. When its predicted power exceeds the limit it runs at the lower clock the power
+    model gives (``backends/sim/power.py``): with the same cycles when its SMs paced it, the same
+    time when its memory did and still would, else simulated again at that clock from the same L2
+    state."""
+    state = l2.snapshot() if cfg.power_limit_w and cfg.activity_energy_j else None
     st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline).run()
+    if not cfg.activity_energy_j:
+        return st, cfg, None
     e_sm, e_mem, seconds = power.launch_energy(cfg, st.counters, st.busy, st.cycles)
     f = power.loaded_clock(cfg, e_sm, e_mem, seconds)
-    watts = power.kernel_power(cfg, e_sm, e_mem, seconds, f) if cfg.activity_energy_j else None
+    watts = power.kernel_power(cfg, e_sm, e_mem, seconds, f)
     if f >= cfg.clock_hz:
         return st, cfg, watts
-    l2.restore(state)
     lcfg = power.at_clock(cfg, f)
-    st = LaunchSim(launch, lcfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline).run()
-    return st, lcfg, watts
+    if power.sm_paced(cfg, st):
+        return st, lcfg, watts
+    if power.memory_keeps_pace(cfg, st, f):
+        return power.same_time(cfg, st, f), lcfg, watts
+    l2.restore(state)
+    return LaunchSim(launch, lcfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline).run(), lcfg, watts
 
 
 def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,

@@ -12,11 +12,11 @@ BOUND_BUSY = 0.5
 
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
-                  "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "max_rel_err",
+                  "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
                   "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
                   "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
-                  "simulated_ctas", "total_ctas", "loop_group", "resources")
+                  "simulated_ctas", "total_ctas", "loop_group", "resources", "clock_mhz", "power_w")
 
 
 # --------------------------------------------------------------------------- timeline events
@@ -252,6 +252,7 @@ class Result:
             "dram_gbps": _r(self.dram_gbps) if ok else "",
             "arithmetic_intensity": _r(self.arithmetic_intensity) if ok else "",
             "bound": self.bound if ok else "",
+            "clock_mhz": self.clock_mhz if ok else "",
             "max_rel_err": ("%.3g" % self.max_rel_err) if self.max_rel_err is not None else "",
             "sram_read_bytes": int(round(self.sram_read_bytes)) if ok else "",
             "tensor_flops": int(round(self.tensor_flops)) if ok else "",
@@ -261,6 +262,13 @@ class Result:
             "sim_wall_s": round(self.sim_wall_s, 4) if self.sim_wall_s is not None else "",
         })
         return row
+
+    @property
+    def clock_mhz(self):
+        """The SM clock its launches ran at, time-weighted (MHz; below the maximum when power-limited)."""
+        ks = [k for k in self.kernels if k.clock_hz]
+        t = sum(k.time_us for k in ks)
+        return round(sum(k.clock_hz * k.time_us for k in ks) / t / 1e6) if t else None
 
     def to_pandas(self):
         """This result as a one-row pandas DataFrame with the columns of results.csv."""

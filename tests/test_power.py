@@ -77,19 +77,30 @@ def test_l2_snapshot_restore_replays_the_same_accesses():
 GEMM = dict(M=4096, N=4096, K=4096, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, dtype="fp16", num_warps=4)
 
 
-def test_dense_gemm_is_power_limited(h200):
-    r = simulate("matmul", h200, check=False, **GEMM)
-    k = r.kernels[0]
-    assert k.clock_hz < 0.95 * h200.clock_hz           # the H200 measured 1425-1665 MHz on such GEMMs
-    assert k.power_w == pytest.approx(h200.power_limit_w, rel=0.3)
-    # the launch's time is its cycles at its own clock, plus the launch overhead
-    assert k.time_us == pytest.approx(k.cycles / k.clock_hz * 1e6 + h200.launch_overhead_us, rel=1e-9)
-    ideal = simulate("matmul", h200.model_copy(update={"power_limit_w": None}), check=False, **GEMM).kernels[0]
-    assert ideal.clock_hz == h200.clock_hz and k.time_us > ideal.time_us
+FLASH = dict(batch=4, heads=16, seq_len=4096, head_dim=128, BLOCK_M=128, BLOCK_N=64, num_stages=2, num_warps=4)
+
+
+def test_power_limited_launches_keep_cycles_or_time_by_what_paces_them(h200):
+    ideal = h200.model_copy(update={"power_limit_w": None})
+    for kernel, params in (("matmul", GEMM), ("attention_flash", FLASH)):
+        k = simulate(kernel, h200, check=False, **params).kernels[0]
+        k0 = simulate(kernel, ideal, check=False, **params).kernels[0]
+        assert k0.clock_hz == h200.clock_hz and k0.power_w > h200.power_limit_w   # what it would draw unlimited
+        assert k.clock_hz < 0.97 * h200.clock_hz, kernel     # the H200 measured 1.67-1.83 GHz on such kernels
+        assert k.power_w == pytest.approx(h200.power_limit_w, rel=0.3)
+        # a launch's time is its cycles at its own clock, plus the launch overhead
+        assert k.time_us == pytest.approx(k.cycles / k.clock_hz * 1e6 + h200.launch_overhead_us, rel=1e-9)
+        if kernel == "matmul":        # paced by its L2 in the model: simulated again, about the same time
+            assert k.time_us == pytest.approx(k0.time_us, rel=0.02)
+            assert k.cycles < k0.cycles
+        else:                         # paced by its SMs: the same cycles, longer
+            assert k.cycles == pytest.approx(k0.cycles, rel=1e-9)
+            assert k.time_us - h200.launch_overhead_us == pytest.approx(
+                (k0.time_us - h200.launch_overhead_us) * h200.clock_hz / k.clock_hz, rel=1e-9)
 
 
 def test_timeline_of_a_power_limited_launch_spans_its_time(h200):
-    r = simulate("matmul", h200, check=False, timeline=True, **GEMM)
+    r = simulate("matmul", h200, check=False, timeline=True, **GEMM)       # memory-paced: simulated again
     k = r.kernels[0]
     assert k.clock_hz < h200.clock_hz
     ends = [e.t1 for e in r.timeline if type(e).__name__ == "CTAEvent"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-RUN_METRICS = ("status", "time_us", "tflops", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate", "bound",
-               "max_rel_err")
+RUN_METRICS = ("status", "time_us", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
+               "bound", "max_rel_err")
 RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB"}
 
 

@@ -7,7 +7,7 @@ FMA and exp2 chains, an HBM stream, an L2 sweep and tiles staged from the L2 int
 stay at 1980 MHz (180-673 W), while a tensor-core tile loop draws the 700 W limit and runs at
 1710 MHz, and dense GEMMs launched back to back at 1425-1650 MHz.
 
-The launch is first simulated at ``clock_hz``; its activity gives its energy there:
+The launch is simulated at ``clock_hz``; its activity gives its energy there:
 
     E_mem = e_dram x DRAM bytes + e_l2 x L2 bytes,
     E_sm = e_tensor x tensor FLOPs + e_sram x bytes staged into shared memory
@@ -19,8 +19,10 @@ operation costs (f / f_max) ** k of its energy (k = ``dvfs_energy_exponent``: en
 operation follows V**2, V roughly following f); memory energy is fixed. The power limiter acts
 over many milliseconds, so the clock is set by the mean power of the timing loop that measures
 the kernel (the launch, its launch overhead and do_bench's L2 flush): over the limit, the clock is
-the f where that mean meets it, and the launch is simulated again on ``at_clock(cfg, f)``: the
-same per-clock SM rates, memory bandwidths and latencies that stay fixed in time.
+the f where that mean meets it. A launch its SMs paced keeps its cycles there (``sm_paced``); one
+its memory paced keeps its time when its SM work cannot catch up (``memory_keeps_pace``), and is
+otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state. ``at_clock(cfg, f)`` keeps the
+per-clock SM rates and holds bandwidths and memory latencies fixed in time.
 """
 from __future__ import annotations
 
@@ -80,6 +82,58 @@ def loaded_clock(cfg, e_sm: float, e_mem: float, seconds: float) -> float:
         else:
             lo = mid
     return lo
+
+
+MEMORY_PACED_SHARE = 0.5   # a memory channel busy this share of the time paces the launch (result.BOUND_BUSY)
+
+
+def memory_share(cfg, counters, cycles: float) -> float:
+    """The busier of a launch's DRAM and L2 channels, as a share of its ``cycles`` at ``cfg.clock_hz``."""
+    if cycles <= 0:
+        return 0.0
+    clk = cfg.clock_hz
+    write_cost = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
+    hbm = (counters.dram_read_bytes + counters.dram_write_bytes * write_cost) / (cfg.hbm_read_bandwidth_bytes_per_s / clk)
+    l2 = (counters.l2_read_bytes + counters.l2_write_bytes) / (cfg.l2_bandwidth_bytes_per_s / clk)
+    return max(hbm, l2) / cycles
+
+
+def sm_paced(cfg, st) -> bool:
+    """Whether a launch simulated at ``cfg.clock_hz`` keeps its cycles at a lower SM clock: no
+    memory channel paced it (the busier of DRAM and L2 was under ``MEMORY_PACED_SHARE`` of its
+    time, or less busy than its busiest SM pipe). It then waited on SM cycles (pipes, dependent
+    chains, issue), and its memory only gains bandwidth per cycle at the lower clock. Simulating
+    such a launch again at the lower clock moves the SM-paced points of
+    benchmarks/ncu_probe_round6.yaml by -0.9% to +2.0%; a memory-paced one keeps its time
+    (``memory_keeps_pace``) or is simulated again (``api._run_launch``)."""
+    b_mem = memory_share(cfg, st.counters, st.cycles)
+    return b_mem < MEMORY_PACED_SHARE or b_mem <= max(st.busy)
+
+
+def memory_keeps_pace(cfg, st, f: float) -> bool:
+    """Whether a memory-paced launch keeps its time at SM clock ``f``: even with its SM pipes'
+    work added end to end and stretched by f_max / f, the SMs would be less busy than its busiest
+    memory channel. (Otherwise the SM side may catch up, and the launch is simulated again.)
+    Against simulating again, over the memory-paced points of benchmarks/ncu_probe_round6.yaml:
+    GEMMs within 0.3%, the chained-dot microbenchmark at one CTA per SM 6.4% fast (its own
+    dependent chains count in SM cycles too)."""
+    return sum(st.busy) * cfg.clock_hz / f <= memory_share(cfg, st.counters, st.cycles)
+
+
+def same_time(cfg, st, f: float):
+    """The stats of a launch simulated at ``cfg.clock_hz`` that keeps its time at SM clock ``f``:
+    f / f_max of its cycles, its pipes busier per cycle, its events on the new cycles."""
+    from dataclasses import replace
+
+    from ...result import CTAEvent, OpEvent
+
+    r = f / cfg.clock_hz
+    events = tuple(replace(e, t0=e.t0 * r, t1=e.t1 * r) if isinstance(e, (CTAEvent, OpEvent)) else e for e in st.events)
+    transfers = tuple((ch, tuple((a * r, b * r, n) for a, b, n in log)) for ch, log in st.transfers)
+    sampling = replace(st.sampling, simulated_cycles=st.sampling.simulated_cycles * r,
+                       extrapolated_cycles=st.sampling.extrapolated_cycles * r)
+    return replace(st, cycles=st.cycles * r, busy=tuple(b / r for b in st.busy), sampling=sampling, events=events,
+                   transfers=transfers)
 
 
 def at_clock(cfg, f: float):
