@@ -115,14 +115,14 @@ _STAGE: list = []      # the staging case's tensors, made once
 def _stage(x, sm):
     """Tiles staged into shared memory from the L2 (benchmarks/micro_fidelity.py share: 16 KiB tiles
     of one 256 KiB region per 2 CTAs, into a 16-row dot): the energy of the copy path."""
-    from benchmarks.micro_fidelity import _share_dot
+    from benchmarks.micro_fidelity import _stream_dot
 
     if not _STAGE:
         _STAGE.extend((torch.randn(16, 128, device="cuda", dtype=torch.float16) * 0.05,
                        torch.randn(2 * sm * 16 * 64 * 128, device="cuda", dtype=torch.float16) * 0.05,
                        torch.empty(2 * sm * 16 * 64, device="cuda", dtype=torch.float32)))
     q, k, out = _STAGE
-    _share_dot[(2 * sm,)](k, q, out, 2048, 2, 15, BLOCK_N=64, D=128, num_warps=4, num_stages=4)
+    _stream_dot[(2 * sm,)](k, q, out, 2048, 2, 0, 15, BLOCK_N=64, D=128, num_warps=4, num_stages=4)
 
 
 def point_cases(path):

@@ -190,24 +190,6 @@ def latency(sm_count: int, clock: float) -> list:
 
 # ----------------------------------------------------------------------------- memory-level parallelism
 @triton.jit
-def _stream_dot(x_ptr, q_ptr, out_ptr, T, cta_stride, wrap_mask, BLOCK_N: tl.constexpr, D: tl.constexpr):
-    # one CTA streams T tiles of BLOCK_N x D fp16 into acc = dot(q, k^T, acc) with a 16-row q: the
-    # loop of a decode kernel without its softmax. Each CTA reads its own region (cta_stride = T
-    # tiles, wrap_mask = T - 1), or all CTAs re-read one small shared region (L2-resident).
-    pid = tl.program_id(0)
-    rn = tl.arange(0, BLOCK_N)
-    rd = tl.arange(0, D)
-    rm = tl.arange(0, 16)
-    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
-    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
-    base = x_ptr + pid.to(tl.int64) * cta_stride
-    for i in range(0, T):
-        k = tl.load(base + (i & wrap_mask) * (BLOCK_N * D) + rn[:, None] * D + rd[None, :])
-        acc = tl.dot(q, tl.trans(k), acc)
-    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
-
-
-@triton.jit
 def _dot_only(x_ptr, q_ptr, out_ptr, T, BLOCK_N: tl.constexpr, D: tl.constexpr):
     # the same loop with the tile loaded once, before it: the dot chain's own time
     pid = tl.program_id(0)
@@ -259,9 +241,9 @@ def mlp(sm_count: int, clock: float) -> list:
                         elif kind == "dot_compute":
                             fn = lambda: _dot_only[(ctas,)](x, q, out, T, **opt)
                         elif kind == "dot_l2":      # 64 tiles (1 MiB at BLOCK_N 64) shared by all CTAs
-                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, 0, 63, **opt)
+                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, ctas, 0, 63, **opt)
                         else:
-                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, T * bn * D, T - 1, **opt)
+                            fn = lambda: _stream_dot[(ctas,)](x, q, out, T, 1, 0, T - 1, **opt)
                         try:
                             fn()
                             torch.cuda.synchronize()
@@ -287,23 +269,6 @@ def mlp(sm_count: int, clock: float) -> list:
     return rows
 
 
-@triton.jit
-def _share_dot(x_ptr, q_ptr, out_ptr, T, share, R_MASK, BLOCK_N: tl.constexpr, D: tl.constexpr):
-    # as _stream_dot, but CTAs pid // share read the same R_MASK + 1 tiles, over and over: the
-    # working set is L2-resident after the first pass, and each line is read by ``share`` CTAs
-    pid = tl.program_id(0)
-    rn = tl.arange(0, BLOCK_N)
-    rd = tl.arange(0, D)
-    rm = tl.arange(0, 16)
-    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
-    acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
-    base = x_ptr + (pid // share).to(tl.int64) * (R_MASK + 1) * (BLOCK_N * D)
-    for i in range(0, T):
-        k = tl.load(base + (i & R_MASK) * (BLOCK_N * D) + rn[:, None] * D + rd[None, :])
-        acc = tl.dot(q, tl.trans(k), acc)
-    tl.store(out_ptr + pid * 16 * BLOCK_N + rm[:, None] * BLOCK_N + rn[None, :], acc)
-
-
 def share(sm_count: int, clock: float) -> list:
     """L2 bandwidth against how many CTAs read each line: ``ctas`` CTAs (one or two per SM) each
     stream T 16 KiB tiles from a region of R tiles shared by ``share`` CTAs (L2-resident after
@@ -319,8 +284,8 @@ def share(sm_count: int, clock: float) -> list:
                 if ctas // sh * R * tile > x.numel() * 2:
                     continue
                 out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
-                fn = lambda: _share_dot[(ctas,)](x, q, out, T, sh, R - 1, BLOCK_N=bn, D=D, num_warps=4,
-                                                 num_stages=4)
+                fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, 0, R - 1, BLOCK_N=bn, D=D, num_warps=4,
+                                                  num_stages=4)
                 fn()
                 torch.cuda.synchronize()
                 kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
@@ -337,9 +302,11 @@ def share(sm_count: int, clock: float) -> list:
 
 
 @triton.jit
-def _lag_dot(x_ptr, q_ptr, out_ptr, T, share, lag, R_MASK, BLOCK_N: tl.constexpr, D: tl.constexpr):
-    # as _share_dot, but member j of a group of ``share`` CTAs reads tile (i + lag * j) of the
-    # group's region: the same lines, ``lag`` iterations apart in time
+def _stream_dot(x_ptr, q_ptr, out_ptr, T, share, lag, R_MASK, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # one CTA streams T tiles of BLOCK_N x D fp16 into acc = dot(q, k^T, acc) with a 16-row q: the
+    # loop of a decode kernel without its softmax. CTAs pid // share read one region of R_MASK + 1
+    # tiles (share 1 and R_MASK + 1 = T: each CTA its own stream; share = all CTAs: one small
+    # L2-resident region), member j of a group lag * j tiles ahead of member 0
     pid = tl.program_id(0)
     rn = tl.arange(0, BLOCK_N)
     rd = tl.arange(0, D)
@@ -369,8 +336,8 @@ def coalesce(sm_count: int, clock: float) -> list:
         for bn in (64, 16):
             for sh, lag in cases:
                 out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
-                fn = lambda: _lag_dot[(ctas,)](x, q, out, T, sh, lag, R - 1, BLOCK_N=bn, D=D, num_warps=4,
-                                               num_stages=3)
+                fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, lag, R - 1, BLOCK_N=bn, D=D, num_warps=4,
+                                                  num_stages=3)
                 fn()
                 torch.cuda.synchronize()
                 row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": lag, "region_tiles": R, "trips": T,

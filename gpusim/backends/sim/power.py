@@ -4,8 +4,8 @@ A GPU runs at its maximum clock (``clock_hz``) until its board power reaches ``p
 past that it lowers the SM clock (and the voltage with it) until the power fits. Measured on the
 H200 (``benchmarks/clock_probe.py``, nvidia-smi sampling the clock while a case runs back to back):
 FMA and exp2 chains, an HBM stream, an L2 sweep and tiles staged from the L2 into shared memory
-stay at 1980 MHz (180-673 W), while a tensor-core tile loop draws the 700 W limit and runs at
-1710 MHz, and dense GEMMs launched back to back at 1425-1650 MHz.
+stay at 1980 MHz (192-685 W), while a tensor-core tile loop on every SM draws the 700 W limit and
+runs at 1680 MHz, and dense GEMMs launched back to back at 1425-1650 MHz.
 
 The launch is simulated at ``clock_hz``; its activity gives its energy there:
 
@@ -21,8 +21,8 @@ over many milliseconds, so the clock is set by the mean power of the timing loop
 the kernel (the launch, its launch overhead and do_bench's L2 flush): over the limit, the clock is
 the f where that mean meets it. A launch its SMs paced keeps its cycles there (``sm_paced``); one
 its memory paced keeps its time when its SM work cannot catch up (``memory_keeps_pace``), and is
-otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state. ``at_clock(cfg, f)`` keeps the
-per-clock SM rates and holds bandwidths and memory latencies fixed in time.
+otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state (``at_clock`` keeps
+the per-clock SM rates and holds bandwidths and memory latencies fixed in time).
 """
 from __future__ import annotations
 
