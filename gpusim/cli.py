@@ -39,14 +39,17 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_gpus(args):
     from .hardware import available_gpus, load_gpu
 
-    print(f"{'gpu':<14}{'SMs':>5}{'clock GHz':>10}{'SRAM/SM KiB':>12}{'L2 MiB':>8}{'HBM TB/s':>9}"
-          f"{'fp16 TFLOP/s':>13}{'fp32 TFLOP/s':>13}{'ridge F/B':>10}  description")
+    print(f"{'gpu':<16}{'SMs':>5}{'clock GHz':>10}{'SRAM/SM KiB':>12}{'L2 MiB':>8}{'HBM TB/s':>9}"
+          f"{'fp16 TFLOP/s':>13}{'fp32 TFLOP/s':>13}{'ridge F/B':>10}{'power W':>8}  description")
     for name in available_gpus():
         c = load_gpu(name)
-        print(f"{name:<14}{c.sm_count:>5}{c.clock_hz / 1e9:>10.2f}{c.sram_bytes_per_sm / 1024:>12.0f}"
+        limit = f"{c.power_limit_w:.0f}" if c.power_limit_w and c.activity_energy_j else "-"
+        print(f"{name:<16}{c.sm_count:>5}{c.clock_hz / 1e9:>10.2f}{c.sram_bytes_per_sm / 1024:>12.0f}"
               f"{c.l2_bytes / 2**20:>8.0f}{c.hbm_read_bandwidth_bytes_per_s / 1e12:>9.2f}"
               f"{c.tensor_flops_per_s['fp16'] / 1e12:>13.0f}{c.fp32_flops_per_s / 1e12:>13.1f}"
-              f"{c.ridge_flop_per_byte():>10.0f}  {c.description}")
+              f"{c.ridge_flop_per_byte():>10.0f}{limit:>8}  {c.description}")
+    print("clock: the maximum SM clock; power W: the board limit past which the model lowers it under load "
+          "(docs/model.md), - for none")
     return 0
 
 
