@@ -1,7 +1,6 @@
 """The Python API: ``simulate(kernel, gpu=..., **params) -> Result``."""
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from . import precheck
@@ -131,12 +130,10 @@ def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float, ratio:
     """A launch's timeline events on the point's clock: the launch, its CTAs and ops, its transfers
     (``ratio``: the point's clock over the launch's, when its power limit lowered it)."""
     out = [LaunchEvent(name, t_issue, t_start, t_start + st.cycles * ratio)]
-    for e in st.events:
-        if ratio != 1.0:
-            e = dataclasses.replace(e, t0=e.t0 * ratio, t1=e.t1 * ratio)
-        out.append(e.shifted(t_start, name))
+    st = st.log_scaled(ratio)
+    out.extend(e.shifted(t_start, name) for e in st.events)
     for channel, log in st.transfers:
-        out.extend(TransferEvent(channel, s * ratio + t_start, e * ratio + t_start, b, name) for s, e, b in log)
+        out.extend(TransferEvent(channel, s + t_start, e + t_start, b, name) for s, e, b in log)
     return out
 
 

@@ -257,6 +257,11 @@ class GPUConfig(BaseModel):
         per_byte = 2.0 / self.hbm_copy_bandwidth_bytes_per_s - 1.0 / self.hbm_read_bandwidth_bytes_per_s
         return 1.0 / per_byte if per_byte > 0 else self.hbm_write_bandwidth_bytes_per_s
 
+    @property
+    def hbm_write_cost(self) -> float:
+        """HBM channel time of a written byte, in read bytes (a write holds the channel longer)."""
+        return self.hbm_read_bandwidth_bytes_per_s / self.hbm_mixed_write_bandwidth_bytes_per_s
+
     def ridge_flop_per_byte(self, dtype: str = "fp16", tensor: bool = True) -> float:
         peak = self.tensor_flops_per_s[dtype] if tensor else self.fp32_flops_per_s
         return peak / self.hbm_read_bandwidth_bytes_per_s

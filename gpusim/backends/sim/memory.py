@@ -59,7 +59,7 @@ class MemoryPath:
         clk = cfg.clock_hz
         self.cfg, self.l2, self.addr, self.tensors, self.counters = cfg, l2, addr, tensors, counters
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=timeline)
-        self.hbm_write_rate_ratio = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
+        self.hbm_write_rate_ratio = cfg.hbm_write_cost
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=timeline)
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
         self.l2_latency, self.hbm_latency = cfg.l2_latency_cycles, cfg.hbm_latency_cycles

@@ -47,22 +47,26 @@ def launch_energy(cfg, counters, busy, cycles: float) -> tuple:
     return e_sm, e_mem, seconds
 
 
+def _mean_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float, loop: bool) -> float:
+    r = f / cfg.clock_hz
+    joules, period = e_sm * r ** cfg.dvfs_energy_exponent + e_mem, seconds / r
+    if loop:
+        e = cfg.activity_energy_j
+        joules += TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
+        period += TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s + cfg.launch_overhead_us * 1e-6
+    return cfg.idle_power_w + joules / period if period > 0 else cfg.idle_power_w
+
+
 def loop_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float) -> float:
     """Mean board watts of a timing loop of this launch at SM clock ``f``: each repetition runs the
     launch (its SM time stretched by f_max / f, each SM operation's energy scaled by
     (f / f_max) ** dvfs_energy_exponent), the launch overhead and the L2 flush."""
-    r = f / cfg.clock_hz
-    e = cfg.activity_energy_j
-    flush_s = TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s
-    flush_j = TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
-    period = seconds / r + flush_s + cfg.launch_overhead_us * 1e-6
-    return cfg.idle_power_w + (e_sm * r ** cfg.dvfs_energy_exponent + e_mem + flush_j) / period
+    return _mean_power(cfg, e_sm, e_mem, seconds, f, loop=True)
 
 
 def kernel_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float) -> float:
     """Board watts while the launch itself runs at SM clock ``f``."""
-    r = f / cfg.clock_hz
-    return cfg.idle_power_w + (e_sm * r ** cfg.dvfs_energy_exponent + e_mem) / (seconds / r) if seconds else cfg.idle_power_w
+    return _mean_power(cfg, e_sm, e_mem, seconds, f, loop=False)
 
 
 def loaded_clock(cfg, e_sm: float, e_mem: float, seconds: float) -> float:
@@ -92,8 +96,7 @@ def memory_share(cfg, counters, cycles: float) -> float:
     if cycles <= 0:
         return 0.0
     clk = cfg.clock_hz
-    write_cost = cfg.hbm_read_bandwidth_bytes_per_s / cfg.hbm_mixed_write_bandwidth_bytes_per_s
-    hbm = (counters.dram_read_bytes + counters.dram_write_bytes * write_cost) / (cfg.hbm_read_bandwidth_bytes_per_s / clk)
+    hbm = (counters.dram_read_bytes + counters.dram_write_bytes * cfg.hbm_write_cost) / (cfg.hbm_read_bandwidth_bytes_per_s / clk)
     l2 = (counters.l2_read_bytes + counters.l2_write_bytes) / (cfg.l2_bandwidth_bytes_per_s / clk)
     return max(hbm, l2) / cycles
 
@@ -125,15 +128,10 @@ def same_time(cfg, st, f: float):
     f / f_max of its cycles, its pipes busier per cycle, its events on the new cycles."""
     from dataclasses import replace
 
-    from ...result import CTAEvent, OpEvent
-
     r = f / cfg.clock_hz
-    events = tuple(replace(e, t0=e.t0 * r, t1=e.t1 * r) if isinstance(e, (CTAEvent, OpEvent)) else e for e in st.events)
-    transfers = tuple((ch, tuple((a * r, b * r, n) for a, b, n in log)) for ch, log in st.transfers)
     sampling = replace(st.sampling, simulated_cycles=st.sampling.simulated_cycles * r,
                        extrapolated_cycles=st.sampling.extrapolated_cycles * r)
-    return replace(st, cycles=st.cycles * r, busy=tuple(b / r for b in st.busy), sampling=sampling, events=events,
-                   transfers=transfers)
+    return replace(st.log_scaled(r), cycles=st.cycles * r, busy=tuple(b / r for b in st.busy), sampling=sampling)
 
 
 def at_clock(cfg, f: float):

@@ -72,3 +72,13 @@ class LaunchStats:
     sampling: Sampling
     events: tuple = ()
     transfers: tuple = ()      # ((channel name, log), ...)
+
+    def log_scaled(self, r: float) -> "LaunchStats":
+        """These stats with the times of their events and transfers multiplied by ``r`` (the same
+        launch counted on another clock)."""
+        from dataclasses import replace
+
+        if r == 1.0:
+            return self
+        return replace(self, events=tuple(replace(e, t0=e.t0 * r, t1=e.t1 * r) for e in self.events),
+                       transfers=tuple((ch, tuple((a * r, b * r, n) for a, b, n in log)) for ch, log in self.transfers))
