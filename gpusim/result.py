@@ -198,20 +198,20 @@ class Result:
     def utilisation(self) -> dict:
         """Share of the point's time each resource was busy (0..1): ``pipe`` the busiest SM pipe
         (tensor, SIMT or SFU, averaged over all SMs), ``dram`` and ``l2`` the bytes moved over
-        the bandwidth x time, ``sms`` the share of SMs that had a CTA (weighted by each launch's cycles)."""
+        the bandwidth x time, ``sms`` the share of SMs that had a CTA (weighted by each launch's time)."""
         t_s = (self.time_us or 0.0) * 1e-6
         if not t_s or not self.clock_hz:
             return {"pipe": 0.0, "dram": 0.0, "l2": 0.0, "sms": 0.0}
-        cyc = t_s * self.clock_hz
-        pipe = max(sum(getattr(k, f) * k.cycles for k in self.kernels) / cyc
+        # each launch's cycles are on its own clock (lower than the point's when power-limited)
+        pipe = max(sum(getattr(k, f) * k.cycles / (k.clock_hz or self.clock_hz) for k in self.kernels) / t_s
                    for f in ("tensor_busy", "vector_busy", "sfu_busy"))
         dram = self.dram_bytes / (t_s * self.hbm_bandwidth_bytes_per_s) if self.hbm_bandwidth_bytes_per_s else 0.0
         # every store is written through the L2, so its traffic is the loads plus the DRAM writes
         l2 = ((self.l2_read_bytes + self.dram_write_bytes) / (t_s * self.l2_bandwidth_bytes_per_s)
               if self.l2_bandwidth_bytes_per_s else 0.0)
-        kcyc = sum(k.cycles for k in self.kernels)
-        sms = (sum(min(1.0, k.total_ctas / self.sm_count) * k.cycles for k in self.kernels) / kcyc
-               if self.sm_count and kcyc else 1.0)
+        ksec = sum(k.cycles / (k.clock_hz or self.clock_hz) for k in self.kernels)
+        sms = (sum(min(1.0, k.total_ctas / self.sm_count) * k.cycles / (k.clock_hz or self.clock_hz)
+                   for k in self.kernels) / ksec if self.sm_count and ksec else 1.0)
         return {"pipe": pipe, "dram": dram, "l2": l2, "sms": sms}
 
     @property

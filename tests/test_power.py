@@ -111,3 +111,14 @@ def test_timeline_of_a_power_limited_launch_spans_its_time(h200):
     assert (launch.t_end - launch.t_start) / h200.clock_hz * 1e6 == pytest.approx(k.time_us - h200.launch_overhead_us,
                                                                                 rel=1e-6)
     assert np.isfinite(ends).all()
+
+
+def test_utilisation_counts_a_power_limited_launch_on_its_own_clock(h200):
+    r = simulate("attention_flash", h200, check=False, **FLASH)
+    k = r.kernels[0]
+    assert k.clock_hz < h200.clock_hz
+    # one launch: the busiest pipe's share of the point's time is its share of the launch's time,
+    # scaled by the launch's share of the point's time (the rest is launch and sync overhead)
+    launch_s = k.cycles / k.clock_hz
+    assert r.utilisation()["pipe"] == pytest.approx(
+        max(k.tensor_busy, k.vector_busy, k.sfu_busy) * launch_s / (r.time_us * 1e-6), rel=1e-9)
