@@ -42,7 +42,26 @@ WANTED = (["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "smsp__inst_execu
            "lts__t_sector_hit_rate.pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
            "l1tex__t_sector_hit_rate.pct", "l1tex__m_xbar2l1tex_read_bytes.sum",
            "l1tex__throughput.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "dram__bytes_write.sum",
-           "smsp__warps_launched.sum"]
+           "smsp__warps_launched.sum",
+           # the load/store path (round 7: narrow accesses)
+           "smsp__inst_executed_op_ldgsts.sum", "smsp__inst_executed_op_global_ld.sum",
+           "smsp__inst_executed_op_global_st.sum", "smsp__inst_executed_op_shared_st.sum",
+           "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_pipe_lsu.sum",
+           "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+           "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+           "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+           "l1tex__data_pipe_lsu_wavefronts.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+           "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+           "l1tex__lsuin_requests.sum", "l1tex__f_wavefronts.sum", "l1tex__m_l1tex2xbar_write_bytes.sum",
+           "lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_requests_srcunit_tex_op_write.sum",
+           "l1tex__lsu_writeback_active.avg.pct_of_peak_sustained_active",
+           "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed",
+           "smsp__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+           "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.per_cycle_active",
+           "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+           "lts__d_sectors_fill_sysmem.sum", "lts__t_sectors_op_write.sum", "dram__sectors_read.sum", "dram__sectors_write.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum", "sm__ctas_launched.sum",
+           "launch__occupancy_limit_registers", "launch__registers_per_thread", "sm__maximum_warps_per_active_cycle_pct"]
           + [f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS])
 
 

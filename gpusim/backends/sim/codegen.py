@@ -74,6 +74,40 @@ def staging_cost(tensor: ir.TensorArg, tile_shape: tuple, width: int, cfg: GPUCo
     return cfg.staged_access_cost.get(c, 1.0) if c else 1.0
 
 
+def port_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
+    """The access width whose cost a register tile's load or store pays on the SM's load/store path.
+
+    Where the narrowness comes from the rows' pitch (a tensor with rows whose length is not a
+    multiple of 16 bytes), Triton cannot prove the row starts aligned and lays the tile out with
+    consecutive lanes on consecutive elements: each warp access covers 32 x element bytes in one or
+    two lines, the bytes cost what they cost aligned, only in more instructions (which the compiled
+    loop's issue counts). Where only the mask is narrow (a 1-D tensor whose length is not a multiple
+    of 16 bytes, the pointer aligned), Triton keeps the 16-byte-per-thread layout and splits each
+    thread's vector into element-wide accesses: every warp access then touches the sixteen sectors
+    of 512 bytes for 64 or 128 bytes of data, and the stores reach the L2 as partial sectors. ncu
+    on the H200 (docs/validation/h200/micro/ncu_probe_round7b.json): the fused elementwise kernel at
+    an odd length, 16 L1 sectors per global load request and 5.7 times the data's sectors written to
+    the L2; a softmax over 9999-element rows, 2.9 sectors per request. So the measured narrow rate
+    (``scalar_access_per_clk_per_sm``, from such a copy) applies to the mask-limited case only."""
+    width = vector_width(tensor, tile_shape)
+    es = ir.DTYPE_BYTES[tensor.dtype]
+    if len(tensor.shape) > 1 and tensor.nbytes // es != int(tensor.shape[-1]) \
+            and pow2_divisor(int(tensor.shape[-1])) * es < VECTOR_BYTES:
+        return max(width, min(VECTOR_BYTES // es, int(tile_shape[-1])))
+    return width
+
+
+def store_port_bytes(tensor: ir.TensorArg, tile_shape: tuple, nbytes: float, cfg: GPUConfig) -> float:
+    """Bytes-equivalent time a register tile's store holds the SM's load/store path. The narrow
+    rate was measured with a copy (one load and one store per element); ncu shows its loads' repeated
+    sectors hitting in the L1 (70% hit rate, exactly the data's sectors missing) and its stores reaching
+    the L2 as 5.7 times the data's sectors, the warps stalled on the load/store queues. So the
+    copy's whole time is the stores': two of its element accesses per stored element, and a narrow
+    load costs its bytes."""
+    es = ir.DTYPE_BYTES[tensor.dtype]
+    return port_bytes(nbytes, 2.0 * nbytes / es, es, port_width(tensor, tile_shape), cfg)
+
+
 def port_bytes(nbytes: float, elements: float, es: int, width: int, cfg: GPUConfig) -> float:
     """Bytes-equivalent time a tile access holds the SM's load/store port: its bytes, or, for an
     access narrower than a full vector, the element rate the config measured for that width."""

@@ -90,7 +90,7 @@ class MemoryPath:
             cost = nbytes * codegen.staging_cost(t, d.shape, width, self.cfg)
             port = cost
         else:
-            cost, port = nbytes, codegen.port_bytes(nbytes, nbytes / es, es, width, self.cfg)
+            cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (codegen.port_width)
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
                 self.fill_rate[0 if d.sram else 1], cost)
 
@@ -155,9 +155,9 @@ class MemoryPath:
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
         if sm is not None:
-            # a store Triton cannot vectorise holds the SM's load/store path like a narrow load
-            es = ir.DTYPE_BYTES[t.dtype]
-            port = codegen.port_bytes(nbytes, nbytes / es, es, codegen.vector_width(t, op.value.shape), self.cfg)
+            # a store Triton splits into element-wide partial-sector writes holds the SM's load/store
+            # path for the narrow copy's measured time (codegen.port_width, codegen.store_port_bytes)
+            port = codegen.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
             if port > nbytes:
                 sm.port.transfer(port, now)
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)

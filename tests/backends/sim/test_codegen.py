@@ -171,3 +171,30 @@ def test_unknown_staging_class_is_a_clear_error():
     data["staged_access_cost"] = {"16": 1.2}
     with pytest.raises(ValidationError, match="unknown staging class 16; allowed: line, 8, 4, 2"):
         GPUConfig.model_validate(data)
+
+
+def test_port_width_pitch_limited_rows_keep_contiguous_lanes():
+    """Rows whose pitch is not 16-byte aligned: Triton lays lanes on consecutive elements, so the
+    access pays its bytes (the width for the port is the full vector); a 1-D tensor whose length
+    only masks the last tile keeps the 16-byte layout split into element accesses (narrow)."""
+    rows = ir.TensorArg("x", (2048, 9999), "fp16")
+    assert codegen.vector_width(rows, (1, 1024)) == 1
+    assert codegen.port_width(rows, (1, 1024)) == 8
+    flat = ir.TensorArg("x", (16777217,), "fp16")
+    assert codegen.vector_width(flat, (1024,)) == 1
+    assert codegen.port_width(flat, (1024,)) == 1
+    aligned = ir.TensorArg("x", (2048, 8192), "fp16")
+    assert codegen.port_width(aligned, (1, 1024)) == codegen.vector_width(aligned, (1, 1024)) == 8
+    # a single-row tensor is a flat one
+    assert codegen.port_width(ir.TensorArg("w", (1, 9999), "fp16"), (1, 1024)) == 1
+
+
+def test_store_port_bytes_carries_the_whole_copy():
+    """The copy's measured narrow rate is charged to its stores: two element accesses per element."""
+    cfg = load_gpu("h200").model_copy(update={"scalar_access_per_clk_per_sm": {2: 2.0}})
+    flat = ir.TensorArg("y", (16777217,), "fp16")
+    # 1024 fp16 elements stored scalar: 2048 accesses / 2 per clock = 1024 port cycles
+    assert codegen.store_port_bytes(flat, (1024,), 2048.0, cfg) == 1024 * cfg.sm_load_bytes_per_clk
+    # pitch-limited rows and aligned stores cost their bytes
+    assert codegen.store_port_bytes(ir.TensorArg("y", (64, 9999), "fp16"), (1, 1024), 2048.0, cfg) == 2048.0
+    assert codegen.store_port_bytes(ir.TensorArg("y", (1 << 24,), "fp16"), (1024,), 2048.0, cfg) == 2048.0
