@@ -63,6 +63,7 @@ class MemoryPath:
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=timeline)
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
         self.l2_latency, self.hbm_latency = cfg.l2_latency_cycles, cfg.hbm_latency_cycles
+        self.line_bytes = cfg.l2_line_bytes
         # a CTA's own fill rate once data arrives (None: only the shared port limits it)
         self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
                           cfg.warp_load_bytes_per_clk * num_warps if cfg.warp_load_bytes_per_clk else None)
@@ -107,10 +108,12 @@ class MemoryPath:
         base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost = tile
         hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
         lines = hits + misses
-        miss_bytes = nbytes * misses / lines if lines else 0.0
+        # a missed line is fetched whole: a tile whose rows cover part of a line (64-byte rows of a
+        # BLOCK_K 32 fp16 GEMM) finds the rest there on the next access, which the L2 counts a hit
+        miss_bytes = misses * self.line_bytes
         c = self.counters
         c.l2_read_bytes += nbytes
-        c.l2_hit_bytes += nbytes - miss_bytes
+        c.l2_hit_bytes += nbytes * hits / lines if lines else 0.0
         c.dram_read_bytes += miss_bytes
         if sram:
             c.sram_bytes += nbytes
