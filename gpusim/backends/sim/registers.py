@@ -21,8 +21,11 @@ busiest point of the program, as a register allocator would:
    slice layout too. Other tiles are in the default blocked layout (16-byte vectors along the
    row, threads across it, warps down the rows); a reduction of one holds the rows per thread.
    Integer index vectors (``arange`` and what is computed from them alone) cost one register:
-   ptxas folds the rest into immediates. Elements a load reads at constant offsets past the end
-   of the tensor are the constant ``other`` and cost nothing.
+   ptxas folds the rest into immediates. Elements a load reads past the end of the tensor at
+   every offset it can have (constant offsets, or ``pid * BLOCK`` as program ids are >= 0) are
+   the constant ``other`` and cost nothing; elements that only reach stores that always mask
+   them off are dead, in a loop-carried accumulator too (decode's combine: a 16-row tile of 8
+   packed query rows holds 8 rows).
 3. **Operands**. A loaded tile that feeds a dot lives in shared memory: in a loop pipelined 2+
    stages deep it is copied there asynchronously (cp.async, no registers); without pipelining it
    passes through registers, one per 16-byte vector. wgmma reads B from shared memory and A from
@@ -38,7 +41,9 @@ busiest point of the program, as a register allocator would:
    operand that dies there. A tile that only flows into reductions, into a loop-carried
    accumulator or (in a pipelined loop) into stores, through ops that use nothing computed from
    it, is streamed: ptxas folds each element in as it arrives, so only a loaded tile's 16-byte
-   vectors in flight count.
+   vectors in flight count; except a tile loaded in a loop that is not pipelined (stages < 2),
+   whose loads ptxas issues all before the first use: it is held whole (decode's combine holds
+   its accumulator and the partial output it adds).
 
 The estimate is the largest live sum, plus one register per 16-byte vector loaded per loop
 iteration in kernels with dots (their addresses), plus a base per kernel kind fitted to ptxas
@@ -47,8 +52,11 @@ iteration in kernels with dots (their addresses), plus a base per kernel kind fi
 """
 from __future__ import annotations
 
+import math
+
 from ...dsl import ir
 from ...dsl.analysis import feeds_dot
+from ..triton.lower import _bounds
 
 # The only fitted numbers: registers a kernel needs beyond its tiles (program ids, loop counters,
 # base pointers, masks, ptxas's temporaries), one per kernel kind: wgmma kernels ("v3"), mma.sync
@@ -350,25 +358,74 @@ def blocked_split(shape: tuple, nbytes: int, num_warps: int) -> tuple:
     return _ceil(rows, tr * wr), _ceil(cols, tc * vec * wc) * vec
 
 
+def _in_bounds(tensor, offsets: tuple, shape: tuple) -> int:
+    """Elements of a ``shape`` tile at ``offsets`` of ``tensor`` that can be in bounds: past the end
+    at the smallest offset (program ids are >= 0, so a tile at ``pid * BLOCK`` whose rows reach
+    past a shorter tensor always masks those rows) they never are."""
+    lead = len(tensor.shape) - len(shape)
+    n = 1
+    for d, size in enumerate(shape):
+        lo = _bounds(offsets[lead + d], None, {})[0]
+        n *= size if math.isinf(lo) else max(0, min(size, tensor.shape[lead + d] - lo))
+    return n
+
+
+ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast)
+
+
 def static_elements(g: _Graph) -> dict:
-    """{value id: elements not known at compile time} for tiles read at constant offsets that reach
-    past the tensor's end (a row kernel's tile wider than the row): the masked-off elements are
-    the load's constant ``other`` and cost no registers; elementwise results inherit the count."""
+    """{value id: elements not known at compile time} for tiles read where they can reach past the
+    tensor's end (a row kernel's tile wider than the row, decode's 16-row tile of 8 packed rows):
+    the masked-off elements are the load's constant ``other`` and cost no registers; elementwise
+    results inherit the count. Likewise elements that only reach stores where they are always
+    masked off are dead (``stored_elements``)."""
     out = {}
     for op in ir.walk(g.program.body):
         if isinstance(op, ir.Load):
-            lead = len(op.tensor.shape) - len(op.out.shape)
-            n = 1
-            for d, size in enumerate(op.out.shape):
-                off, dim = op.offsets[lead + d], op.tensor.shape[lead + d]
-                n *= max(0, min(size, dim - off.args[0])) if off.op == "const" else size
+            n = _in_bounds(op.tensor, op.offsets, op.out.shape)
             if n < op.out.numel:
                 out[op.out.id] = n
-        elif isinstance(op, (ir.Binary, ir.Unary, ir.Where, ir.Cast)):
+        elif isinstance(op, ELEMENTWISE):
             same = [v for v in operands(op) if v.shape == op.out.shape]
             if same and all(v.id in out for v in same):
                 out[op.out.id] = max(out[v.id] for v in same)
+    for v, n in stored_elements(g).items():
+        out[v] = min(n, out.get(v, n))
     return out
+
+
+def stored_elements(g: _Graph) -> dict:
+    """{value id: elements that can reach memory or a use other than an elementwise op of the same
+    shape} where fewer than all: the rest are dead (ptxas drops their computation; a loop-carried
+    accumulator whose masked rows are never stored holds only its stored rows)."""
+    vals, carried = [], {}
+    for op in ir.walk(g.program.body):
+        if hasattr(op, "out"):
+            vals.append(op.out)
+        if isinstance(op, ir.Loop):
+            vals += list(op.args) + list(op.outs)
+            for a, y, o in zip(op.args, op.yields, op.outs):
+                if isinstance(y, ir.Value):
+                    carried.setdefault(y.id, []).extend((a, o))
+    need = {v.id: 0 for v in vals}
+    for _ in range(64):
+        changed = False
+        for v in vals:
+            n = max((need.get(x.id, x.numel) for x in carried.get(v.id, [])), default=0)
+            for u in g.users.get(v.id, []):
+                if isinstance(u, ir.Store):
+                    n = max(n, _in_bounds(u.tensor, u.offsets, v.shape))
+                elif isinstance(u, ELEMENTWISE) and u.out.shape == v.shape:
+                    n = max(n, need.get(u.out.id, v.numel))
+                elif isinstance(u, ir.Loop):
+                    n = max([n] + [need.get(a.id, v.numel) for a, i in zip(u.args, u.init) if i is v])
+                else:
+                    n = v.numel
+            if n > need[v.id]:
+                need[v.id], changed = n, True
+        if not changed:
+            break
+    return {v: n for v, n in need.items() if n < next(x.numel for x in vals if x.id == v)}
 
 
 def streamed(g: _Graph) -> set:
@@ -536,11 +593,21 @@ def _value_regs(g: _Graph, dots: dict, lay: dict) -> dict:
         vals = ([op.out] if hasattr(op, "out") else []) + (list(op.args) + list(op.outs) if isinstance(op, ir.Loop) else [])
         for v in vals:
             regs[v.id] = value_regs(v, lay.get(v.id, BLOCKED_LAYOUT), dots, threads, static.get(v.id))
-            if v.id in flow:        # streamed: only a loaded tile's 16-byte vectors in flight remain
+            if v.id in flow and not (isinstance(op, ir.Load) and _unpipelined(g, op)):
+                # streamed: only a loaded tile's 16-byte vectors in flight remain
                 regs[v.id] = _vectors(v, threads) if isinstance(op, ir.Load) else 0
     for v in index_values(g):
         regs[v] = min(regs.get(v, 0), 1)
     return regs
+
+
+def _unpipelined(g: _Graph, op) -> bool:
+    """Whether ``op`` is in a loop Triton does not pipeline (stages < 2): its loads are plain global
+    loads, and ptxas issues all of a tile's loads before the first use, so a loaded tile that flows
+    into an accumulator is held whole there (decode's combine: acc + o_s * w holds o_s), not
+    streamed."""
+    lp = g.loop_of.get(id(op))
+    return lp is not None and lp.stages < 2
 
 
 def peak_live(g: _Graph, dots: dict, lay: dict) -> tuple:
