@@ -23,9 +23,10 @@ busiest point of the program, as a register allocator would:
    Integer index vectors (``arange`` and what is computed from them alone) cost one register:
    ptxas folds the rest into immediates. Elements a load reads past the end of the tensor at
    every offset it can have (constant offsets, or ``pid * BLOCK`` as program ids are >= 0) are
-   the constant ``other`` and cost nothing; elements that only reach stores that always mask
-   them off are dead, in a loop-carried accumulator too (decode's combine: a 16-row tile of 8
-   packed query rows holds 8 rows).
+   the constant ``other`` and cost nothing, and so do those of elementwise results of them and of
+   index values (a mask ``arange < n`` selecting a constant: layernorm's centred row); elements
+   that only reach stores that always mask them off are dead, in a loop-carried accumulator too
+   (decode's combine: a 16-row tile of 8 packed query rows holds 8 rows).
 3. **Operands**. A loaded tile that feeds a dot lives in shared memory: in a loop pipelined 2+
    stages deep it is copied there asynchronously (cp.async, no registers); without pipelining it
    passes through registers, one per 16-byte vector. wgmma reads B from shared memory and A from
@@ -43,7 +44,12 @@ busiest point of the program, as a register allocator would:
    it, is streamed: ptxas folds each element in as it arrives, so only a loaded tile's 16-byte
    vectors in flight count; except a tile loaded in a loop that is not pipelined (stages < 2),
    whose loads ptxas issues all before the first use: it is held whole (decode's combine holds
-   its accumulator and the partial output it adds).
+   its accumulator and the partial output it adds). A tile computed by an elementwise op and used
+   only by elementwise ops of its shape and layout in the same loop body, with nothing but
+   elementwise ops between its definition and its last use, is a per-element temporary: ptxas
+   computes the chain element by element, so it costs nothing and the tiles it is computed from
+   stay live to the chain's last op that reads it (softmax's online-max loop holds m, l, the new
+   m and the loaded fp16 chunk, not its fp32 copy and each intermediate tile in turn).
 
 The estimate is the largest live sum, plus one register per 16-byte vector loaded per loop
 iteration in kernels with dots (their addresses), plus a base per kernel kind fitted to ptxas
@@ -377,16 +383,18 @@ def static_elements(g: _Graph) -> dict:
     """{value id: elements not known at compile time} for tiles read where they can reach past the
     tensor's end (a row kernel's tile wider than the row, decode's 16-row tile of 8 packed rows):
     the masked-off elements are the load's constant ``other`` and cost no registers; elementwise
-    results inherit the count. Likewise elements that only reach stores where they are always
-    masked off are dead (``stored_elements``)."""
-    out = {}
+    results inherit the count. Index values (``arange(0, BLOCK) < n`` masks, offsets) are known
+    past the end too, so they do not stop it: layernorm's one-tile ``where(arange < n, t - mean,
+    0.0)`` holds the row's in-bounds elements, not the whole tile. Likewise elements that only
+    reach stores where they are always masked off are dead (``stored_elements``)."""
+    out, index = {}, index_values(g)
     for op in ir.walk(g.program.body):
         if isinstance(op, ir.Load):
             n = _in_bounds(op.tensor, op.offsets, op.out.shape)
             if n < op.out.numel:
                 out[op.out.id] = n
         elif isinstance(op, ELEMENTWISE):
-            same = [v for v in operands(op) if v.shape == op.out.shape]
+            same = [v for v in operands(op) if v.shape == op.out.shape and v.id not in index]
             if same and all(v.id in out for v in same):
                 out[op.out.id] = max(out[v.id] for v in same)
     for v, n in stored_elements(g).items():
@@ -610,10 +618,52 @@ def _unpipelined(g: _Graph, op) -> bool:
     return lp is not None and lp.stages < 2
 
 
+ELEMENTWISE_TEMPS = True       # per-element temporaries (_fuse_elementwise); off: every tile held whole
+
+
+def _fuse_elementwise(g: _Graph, lay: dict, sched, ranges: dict, regs: dict) -> None:
+    """Per-element temporaries: a tile computed by an elementwise op and used only by elementwise
+    ops of the same shape and layout in the same loop body (not carried), with only elementwise
+    ops between its definition and its last use, is never held whole: ptxas computes the chain
+    element by element, so the tile costs no registers, and the tiles it is computed from stay
+    live (element by element) until the chain's last op that reads it. A tile used again after a
+    reduction of it (rmsnorm's one-tile t: t * t is summed, then t * rstd) is held."""
+    pos = {id(op): i for i, (op, _) in enumerate(sched) if op is not None}
+    carried = {y.id for lp in ir.walk(g.program.body) if isinstance(lp, ir.Loop)
+               for y in lp.yields if isinstance(y, ir.Value)}
+    temps = {}
+    ops = [o for o in ir.walk(g.program.body) if isinstance(o, ELEMENTWISE)]
+    for op in reversed(ops):
+        v = op.out
+        users = g.users.get(v.id, [])
+        if (v.id in carried or not users or len(v.shape) == 0 or not regs.get(v.id)
+                or any(not isinstance(u, ELEMENTWISE) or u.out.shape != v.shape
+                       or lay.get(u.out.id, BLOCKED_LAYOUT) != lay.get(v.id, BLOCKED_LAYOUT)
+                       or g.loop_of.get(id(u)) is not g.loop_of.get(id(op)) for u in users)):
+            continue
+        last = max(pos[id(u)] for u in users)
+        if any(o is not None and not isinstance(o, ELEMENTWISE + (ir.Iota, ir.Full, ir.ExpandDims))
+               for o, _ in sched[pos[id(op)] + 1:last]):
+            continue        # used again after a reduction (rmsnorm's t * t, then t * rstd): held
+        temps[v.id] = max(temps.get(u.out.id, pos[id(u)]) for u in users)
+    for op in ops:
+        if op.out.id not in temps:
+            continue
+        end = temps[op.out.id]
+        regs[op.out.id] = 0
+        for x in operands(op):
+            if x.id in temps or x.shape != op.out.shape or x.id not in ranges:
+                continue
+            d, e = ranges[x.id]
+            ranges[x.id] = (d, max(e, end))
+
+
 def peak_live(g: _Graph, dots: dict, lay: dict) -> tuple:
     """(largest registers live at once, index of that op in the schedule)."""
     sched, ranges, spans = _live_ranges(g)
     regs = _value_regs(g, dots, lay)
+    if ELEMENTWISE_TEMPS:
+        _fuse_elementwise(g, lay, sched, ranges, regs)
     through = [0] * (len(sched) + 1)          # values live across each op (defined before, used after)
     for v, (d, e) in ranges.items():
         if e > d + 1 and regs.get(v, 0):
