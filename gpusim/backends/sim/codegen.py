@@ -291,5 +291,35 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                           cfg.max_registers_per_thread)
     lat = iter(latency)
-    return tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill)
-                 if isinstance(s, LoopStep) else s for s in steps)
+    steps = tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill)
+                  if isinstance(s, LoopStep) else s for s in steps)
+    return _straight_latency(steps, straight_cycles(compiled, program.num_warps, cfg))
+
+
+def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
+    """The cycles the compiled kernel's code outside its loops takes at least, each instruction
+    waiting for the results it reads (``warp.pass_cycles``): a row kernel's single pass with its
+    cross-warp reductions, a loop's prologue and epilogue. 0 without the compiled code or the
+    config's latencies."""
+    from . import warp
+
+    body = getattr(compiled, "straight_body", None)
+    if not body or not cfg.dependent_latency_cycles:
+        return 0.0
+    rates = {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
+             "shared": cfg.shared_bytes_per_clk_per_sm}
+    return warp.pass_cycles(body, cfg.dependent_latency_cycles, rates, num_warps, int(cfg.warp_issue_per_clk_per_sm))
+
+
+def _straight_latency(steps: tuple, latency: float) -> tuple:
+    """``steps`` with ``latency`` (the straight-line code's dependent-chain cycles) shared among its
+    SIMT steps outside loops, in proportion to their pipe time, as the least time they take."""
+    from dataclasses import replace
+
+    from .steps import SimtStep
+
+    pipe = sum(max(s.vector_cycles, s.sfu_cycles) for s in steps if isinstance(s, SimtStep))
+    if latency <= 0 or not pipe:
+        return steps
+    return tuple(replace(s, min_cycles=max(s.min_cycles, latency * max(s.vector_cycles, s.sfu_cycles) / pipe))
+                 if isinstance(s, SimtStep) else s for s in steps)

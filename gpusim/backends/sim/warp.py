@@ -152,3 +152,22 @@ def _iteration_cycles(body: tuple, latency: tuple, rates: tuple, num_warps: int,
     per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
     ends = _run(_decoded(body), lat, per, 4, -(-num_warps // schedulers))
     return (ends[3] - ends[1]) / 2.0
+
+
+def pass_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4) -> float:
+    """Cycles one CTA's warps take to issue straight-line code once (``body``: the instructions
+    outside every loop), each instruction waiting for the results it reads, as ``iteration_cycles``
+    schedules a loop body: what a kernel's single pass, prologue and epilogue take at least."""
+    if not body or not latency:
+        return 0.0
+    return _pass_cycles(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
+                        max(1, int(num_warps)), schedulers)
+
+
+@lru_cache(maxsize=4096)
+def _pass_cycles(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int) -> float:
+    given, rate = dict(latency), dict(rates)
+    lat = {k: float(given.get(k, 0.0)) for k in LATENCY_CLASSES}
+    active = min(num_warps, schedulers)
+    per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
+    return _run(_decoded(body), lat, per, 1, -(-num_warps // schedulers))[0]

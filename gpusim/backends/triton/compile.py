@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass
 from ...dsl import ir
 from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
-from .sass_deps import loop_bodies, scan
+from .sass_deps import loop_bodies, scan, straight_body
 
 POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
-FORMAT = 4   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes;
-#              4: loop bodies with their register dependencies
+FORMAT = 5   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes;
+#              4: loop bodies with their register dependencies; 5: the straight-line code outside loops
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class CompiledResources:
     # each loop body's instructions with the registers they write and read (``sass_deps``), for the
     # warp scoreboard of ``backends/sim/warp.py``. None: unknown
     loop_bodies: tuple | None = None
+    # the instructions outside every loop, in program order (``sass_deps.straight_body``). None: unknown
+    straight_body: tuple | None = None
 
     @property
     def spills(self) -> bool:
@@ -92,6 +94,8 @@ class CompiledResources:
             d[f] = tuple(sorted((int(k), v) for k, v in d[f].items()))
         if d.get("loop_bodies") is not None:
             d["loop_bodies"] = tuple(tuple(b) for b in d["loop_bodies"])
+        if d.get("straight_body") is not None:
+            d["straight_body"] = tuple(d["straight_body"])
         return cls(**d)
 
 
@@ -231,6 +235,7 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
     return CompiledResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                              shared_bytes=int(k.metadata.shared), triton_version=triton.__version__,
                              ptxas_version=_ptxas_version(arch), loop_bodies=loop_bodies(sass),
+                             straight_body=straight_body(sass),
                              **parse_res_usage(res, name), **parse_sass(sass))
 
 

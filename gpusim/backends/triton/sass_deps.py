@@ -110,3 +110,11 @@ def loop_bodies(text: str) -> tuple:
     instrs, loops = scan(text)
     return tuple(tuple(instruction(o, mods, rest, g) for a, g, o, mods, rest in instrs if lo <= a <= hi)
                  for lo, hi in loops)
+
+
+def straight_body(text: str) -> tuple:
+    """The instructions outside every loop, in program order: what one CTA's warps issue once (a
+    row kernel's single pass, a loop's prologue and epilogue)."""
+    instrs, loops = scan(text)
+    return tuple(instruction(o, mods, rest, g) for a, g, o, mods, rest in instrs
+                 if not any(lo <= a <= hi for lo, hi in loops))

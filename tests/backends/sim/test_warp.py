@@ -105,3 +105,36 @@ def test_min_cycles_is_a_floor_not_a_pipe_hold():
     assert sm.pipe_free[1] == 110.0                           # but holds the vector pipe for 100
     plain = SimtStep(vector_cycles=100.0, sfu_cycles=0.0, flops=0.0, sfu_ops=0.0)
     assert LaunchSim._compute(me, plain, sm, 110.0) == 210.0
+
+
+def test_straight_body_is_the_code_outside_loops():
+    from gpusim.backends.triton.sass_deps import straight_body
+
+    body = straight_body(SASS)
+    assert [b.split("|")[0] for b in body] == ["MOV", "EXIT"]
+
+
+def test_a_single_pass_takes_its_chain_once():
+    # one pass of a 10-deep chain: the last instruction issues after 9 latencies of 4 cycles
+    assert warp.pass_cycles(chain(10), LAT, RATES) == pytest.approx(37.0)
+    # a barrier between two 5-deep chains: both chains, the barrier's 10 cycles, and the two warps
+    # sharing each scheduler interleaving (8 warps on 4 schedulers)
+    body = chain(5) + ("BAR.SYNC||",) + chain(5)
+    assert 2 * 17 + LAT["barrier"] <= warp.pass_cycles(body, LAT, RATES, num_warps=8) <= 2 * 20 + LAT["barrier"]
+    assert warp.pass_cycles((), LAT, RATES) == 0.0
+
+
+def test_straight_latency_is_shared_among_the_steps_outside_loops():
+    from types import SimpleNamespace
+
+    from gpusim.backends.sim import codegen
+    from gpusim.backends.sim.steps import LoopStep
+
+    a = SimtStep(vector_cycles=10.0, sfu_cycles=0.0, flops=0.0, sfu_ops=0.0)
+    b = SimtStep(vector_cycles=30.0, sfu_cycles=0.0, flops=0.0, sfu_ops=0.0)
+    loop = SimpleNamespace()          # anything that is not a SimtStep passes through untouched
+    out = codegen._straight_latency((a, loop, b), 400.0)
+    assert out[1] is loop
+    assert (out[0].min_cycles, out[2].min_cycles) == pytest.approx((100.0, 300.0))
+    assert codegen._straight_latency((a, b), 0.0) == (a, b)
+    assert LoopStep   # the real loop type exists (adjust_loops passes it by)
