@@ -62,7 +62,7 @@ import math
 
 from ...dsl import ir
 from ...dsl.analysis import feeds_dot
-from ..triton.lower import _bounds
+from ..triton.lower import expr_bounds
 
 # The only fitted numbers: registers a kernel needs beyond its tiles (program ids, loop counters,
 # base pointers, masks, ptxas's temporaries), one per kernel kind: wgmma kernels ("v3"), mma.sync
@@ -371,7 +371,7 @@ def _in_bounds(tensor, offsets: tuple, shape: tuple) -> int:
     lead = len(tensor.shape) - len(shape)
     n = 1
     for d, size in enumerate(shape):
-        lo = _bounds(offsets[lead + d], None, {})[0]
+        lo = expr_bounds(offsets[lead + d], None, {})[0]
         n *= size if math.isinf(lo) else max(0, min(size, tensor.shape[lead + d] - lo))
     return n
 

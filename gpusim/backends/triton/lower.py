@@ -54,7 +54,7 @@ def _mul_bound(x, y):
     return 0 if x == 0 or y == 0 else x * y
 
 
-def _bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
+def expr_bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
     """Inclusive (lo, hi) of an index expression; +-inf where unknown.
 
     ``pid_hi`` holds the largest program id per grid axis (None: unbounded); ``loop_rng``
@@ -69,7 +69,7 @@ def _bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
         return 0, pid_hi[k] if k < len(pid_hi) else 0
     if op == "loopvar":
         return loop_rng.get(e.args[0], (-_INF, _INF))
-    (alo, ahi), (blo, bhi) = (_bounds(x, pid_hi, loop_rng) for x in e.args)
+    (alo, ahi), (blo, bhi) = (expr_bounds(x, pid_hi, loop_rng) for x in e.args)
     if op == "add":
         return alo + blo, ahi + bhi
     if op == "sub":
@@ -90,8 +90,8 @@ def _bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
 
 def _loop_range(loop: ir.Loop, pid_hi, loop_rng: dict) -> tuple:
     """Inclusive range of the loop variable over every iteration that runs."""
-    slo, shi = _bounds(loop.start, pid_hi, loop_rng)
-    _, ehi = _bounds(loop.end, pid_hi, loop_rng)
+    slo, shi = expr_bounds(loop.start, pid_hi, loop_rng)
+    _, ehi = expr_bounds(loop.end, pid_hi, loop_rng)
     hi = ehi - 1
     if slo == shi and not math.isinf(ehi):
         hi = slo + max(0, (ehi - 1 - slo) // loop.step) * loop.step
@@ -146,7 +146,7 @@ class _Emitter:
         return ir.expr_str(e, ("pid0", "pid1", "pid2"), self.loop_names)
 
     def bounds(self, e: ir.Expr) -> tuple:
-        return _bounds(e, self.pid_hi, self.loop_rng)
+        return expr_bounds(e, self.pid_hi, self.loop_rng)
 
     @staticmethod
     def name(v: ir.Value) -> str:
