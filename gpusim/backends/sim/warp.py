@@ -137,37 +137,30 @@ def iteration_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1
     the ``min(num_warps, schedulers)`` schedulers in use. The mean of passes 3 and 4, after the
     loop-carried registers settle. Memoised: every launch of a sweep that shares a compiled kernel
     asks the same question."""
-    if not body or not latency:
-        return 0.0
-    return _iteration_cycles(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
-                             max(1, int(num_warps)), schedulers)
-
-
-@lru_cache(maxsize=4096)
-def _iteration_cycles(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int) -> float:
-    given, rate = dict(latency), dict(rates)
-    lat = {k: float(given.get(k, 0.0)) for k in LATENCY_CLASSES}
-    active = min(num_warps, schedulers)
-    # the SFU is per sub-partition (a quarter of the SM's); shuffles and shared memory are SM-wide
-    per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
-    ends = _run(_decoded(body), lat, per, 4, -(-num_warps // schedulers))
-    return (ends[3] - ends[1]) / 2.0
+    return _passes(body, latency, rates, num_warps, schedulers, 4)
 
 
 def pass_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4) -> float:
     """Cycles one CTA's warps take to issue straight-line code once (``body``: the instructions
     outside every loop), each instruction waiting for the results it reads, as ``iteration_cycles``
     schedules a loop body: what a kernel's single pass, prologue and epilogue take at least."""
+    return _passes(body, latency, rates, num_warps, schedulers, 1)
+
+
+def _passes(body, latency: dict, rates: dict, num_warps: int, schedulers: int, passes: int) -> float:
     if not body or not latency:
         return 0.0
-    return _pass_cycles(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
-                        max(1, int(num_warps)), schedulers)
+    return _scheduled(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
+                      max(1, int(num_warps)), schedulers, passes)
 
 
-@lru_cache(maxsize=4096)
-def _pass_cycles(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int) -> float:
+@lru_cache(maxsize=8192)
+def _scheduled(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int, passes: int) -> float:
+    """One pass's cycles (``passes`` 1), or the steady state of a loop: the mean of passes 3 and 4."""
     given, rate = dict(latency), dict(rates)
     lat = {k: float(given.get(k, 0.0)) for k in LATENCY_CLASSES}
     active = min(num_warps, schedulers)
+    # the SFU is per sub-partition (a quarter of the SM's); shuffles and shared memory are SM-wide
     per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
-    return _run(_decoded(body), lat, per, 1, -(-num_warps // schedulers))[0]
+    ends = _run(_decoded(body), lat, per, passes, -(-num_warps // schedulers))
+    return ends[0] if passes == 1 else (ends[3] - ends[1]) / 2.0
