@@ -229,10 +229,14 @@ def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None
     bodies = getattr(compiled, "loop_bodies", None)
     if not bodies or not cfg.dependent_latency_cycles:
         return None
-    rates = {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
-             "shared": cfg.shared_bytes_per_clk_per_sm}
-    return [warp.iteration_cycles(b, cfg.dependent_latency_cycles, rates, num_warps, int(cfg.warp_issue_per_clk_per_sm))
-            for b in bodies]
+    return [warp.iteration_cycles(b, cfg.dependent_latency_cycles, _scoreboard_rates(cfg), num_warps,
+                                  int(cfg.warp_issue_per_clk_per_sm)) for b in bodies]
+
+
+def _scoreboard_rates(cfg: GPUConfig) -> dict:
+    """The SM-wide throughput units the warp scoreboard shares among its schedulers."""
+    return {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
+            "shared": cfg.shared_bytes_per_clk_per_sm}
 
 
 def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
@@ -306,9 +310,8 @@ def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
     body = getattr(compiled, "straight_body", None)
     if not body or not cfg.dependent_latency_cycles:
         return 0.0
-    rates = {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
-             "shared": cfg.shared_bytes_per_clk_per_sm}
-    return warp.pass_cycles(body, cfg.dependent_latency_cycles, rates, num_warps, int(cfg.warp_issue_per_clk_per_sm))
+    return warp.pass_cycles(body, cfg.dependent_latency_cycles, _scoreboard_rates(cfg), num_warps,
+                            int(cfg.warp_issue_per_clk_per_sm))
 
 
 def _straight_latency(steps: tuple, latency: float) -> tuple:
