@@ -8,6 +8,8 @@ here so that they cannot disagree.
 """
 from __future__ import annotations
 
+import math
+
 from . import ir
 
 GRID_AXES = 3
@@ -165,3 +167,42 @@ def feeds_dot(program: ir.Program) -> set:
             for v in (op.a, op.b):
                 operands.add(alias.get(v.id, v.id))
     return operands
+
+
+# --------------------------------------------------------------------------- interval analysis
+def _mul_bound(x, y):
+    return 0 if x == 0 or y == 0 else x * y
+
+
+def expr_bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
+    """Inclusive (lo, hi) of an index expression; +-inf where unknown.
+
+    ``pid_hi`` holds the largest program id per grid axis (None: unbounded); ``loop_rng``
+    the inclusive range of each enclosing loop variable."""
+    op = e.op
+    if op == "const":
+        return e.args[0], e.args[0]
+    if op == "pid":
+        k = e.args[0]
+        if pid_hi is None:
+            return 0, math.inf
+        return 0, pid_hi[k] if k < len(pid_hi) else 0
+    if op == "loopvar":
+        return loop_rng.get(e.args[0], (-math.inf, math.inf))
+    (alo, ahi), (blo, bhi) = (expr_bounds(x, pid_hi, loop_rng) for x in e.args)
+    if op == "add":
+        return alo + blo, ahi + bhi
+    if op == "sub":
+        return alo - bhi, ahi - blo
+    if op == "mul":
+        corners = [_mul_bound(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(corners), max(corners)
+    if op == "floordiv":
+        if blo == bhi and isinstance(blo, int) and blo > 0:
+            return tuple(v if math.isinf(v) else v // blo for v in (alo, ahi))
+        return -math.inf, math.inf
+    if op == "min":
+        return min(alo, blo), min(ahi, bhi)
+    if op == "max":
+        return max(alo, blo), max(ahi, bhi)
+    raise ValueError(f"unknown index op {op!r}")

@@ -86,9 +86,8 @@ class MemoryPath:
         es = ir.DTYPE_BYTES[t.dtype]
         # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot are
         # staged into shared memory, at the cost measured for their rows' alignment (stage_dot)
-        width = codegen.vector_width(t, d.shape)
         if d.sram:
-            cost = nbytes * codegen.staging_cost(t, d.shape, width, self.cfg)
+            cost = nbytes * codegen.staging_cost(t, d.shape, codegen.vector_width(t, d.shape), self.cfg)
             port = cost
         else:
             cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (codegen.port_width)

@@ -62,7 +62,7 @@ import math
 
 from ...dsl import ir
 from ...dsl.analysis import feeds_dot
-from ..triton.lower import expr_bounds
+from ...dsl.analysis import expr_bounds
 
 # The only fitted numbers: registers a kernel needs beyond its tiles (program ids, loop counters,
 # base pointers, masks, ptxas's temporaries), one per kernel kind: wgmma kernels ("v3"), mma.sync
@@ -433,7 +433,8 @@ def stored_elements(g: _Graph) -> dict:
                 need[v.id], changed = n, True
         if not changed:
             break
-    return {v: n for v, n in need.items() if n < next(x.numel for x in vals if x.id == v)}
+    numel = {x.id: x.numel for x in vals}
+    return {v: n for v, n in need.items() if n < numel[v]}
 
 
 def streamed(g: _Graph) -> set:

@@ -131,9 +131,10 @@ def mma_flops_per_warp(op: str, tail: str) -> float:
     return 2.0 * a * b * c / (4 if op == "HGMMA" else 1)
 
 
-def parse_sass(text: str) -> dict:
-    """Opcode-class counts (all and in-loop), spill bytes and global access widths from nvdisasm."""
-    listing, loops = scan(text)
+def parse_sass(text: str, scanned: tuple | None = None) -> dict:
+    """Opcode-class counts (all and in-loop), spill bytes and global access widths from nvdisasm
+    (``scanned``: ``scan(text)`` when the caller has it already)."""
+    listing, loops = scanned or scan(text)
     instrs = [(addr, op, mods, rest) for addr, _, op, mods, rest in listing]
     total, in_loop = Counter(), Counter()
     loads, stores = Counter(), Counter()
@@ -232,11 +233,12 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
             f.write(k.asm["cubin"])
         res = subprocess.run([_tool("cuobjdump"), "-res-usage", cubin], capture_output=True, text=True, check=True).stdout
         sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    scanned = scan(sass)
     return CompiledResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                              shared_bytes=int(k.metadata.shared), triton_version=triton.__version__,
-                             ptxas_version=_ptxas_version(arch), loop_bodies=loop_bodies(sass),
-                             straight_body=straight_body(sass),
-                             **parse_res_usage(res, name), **parse_sass(sass))
+                             ptxas_version=_ptxas_version(arch), loop_bodies=loop_bodies(sass, scanned),
+                             straight_body=straight_body(sass, scanned),
+                             **parse_res_usage(res, name), **parse_sass(sass, scanned))
 
 
 def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num_stages: int, arch: int) -> dict:

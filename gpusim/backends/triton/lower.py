@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 import re
 
-
 from ...dsl import ir
+from ...dsl.analysis import expr_bounds
 
 TL_DTYPE = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32", "bool": "tl.int1"}
 _BIN_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -41,7 +41,6 @@ _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 _UNARY_FN = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
              "rsqrt": "tl.rsqrt", "abs": "tl.abs"}
 _REDUCE_FN = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
-_INF = math.inf
 _WIDE_INDEX_ELEMS = 2 ** 30     # tensors this large index in int64 (headroom for masked indices past the end)
 
 
@@ -50,44 +49,7 @@ class LoweringError(ValueError):
 
 
 # --------------------------------------------------------------------------- interval analysis
-def _mul_bound(x, y):
-    return 0 if x == 0 or y == 0 else x * y
-
-
-def expr_bounds(e: ir.Expr, pid_hi, loop_rng: dict) -> tuple:
-    """Inclusive (lo, hi) of an index expression; +-inf where unknown.
-
-    ``pid_hi`` holds the largest program id per grid axis (None: unbounded); ``loop_rng``
-    the inclusive range of each enclosing loop variable."""
-    op = e.op
-    if op == "const":
-        return e.args[0], e.args[0]
-    if op == "pid":
-        k = e.args[0]
-        if pid_hi is None:
-            return 0, _INF
-        return 0, pid_hi[k] if k < len(pid_hi) else 0
-    if op == "loopvar":
-        return loop_rng.get(e.args[0], (-_INF, _INF))
-    (alo, ahi), (blo, bhi) = (expr_bounds(x, pid_hi, loop_rng) for x in e.args)
-    if op == "add":
-        return alo + blo, ahi + bhi
-    if op == "sub":
-        return alo - bhi, ahi - blo
-    if op == "mul":
-        corners = [_mul_bound(x, y) for x in (alo, ahi) for y in (blo, bhi)]
-        return min(corners), max(corners)
-    if op == "floordiv":
-        if blo == bhi and isinstance(blo, int) and blo > 0:
-            return tuple(v if math.isinf(v) else v // blo for v in (alo, ahi))
-        return -_INF, _INF
-    if op == "min":
-        return min(alo, blo), min(ahi, bhi)
-    if op == "max":
-        return max(alo, blo), max(ahi, bhi)
-    raise LoweringError(f"unknown index op {op!r}")
-
-
+# (of index expressions: ``dsl.analysis.expr_bounds``)
 def _loop_range(loop: ir.Loop, pid_hi, loop_rng: dict) -> tuple:
     """Inclusive range of the loop variable over every iteration that runs."""
     slo, shi = expr_bounds(loop.start, pid_hi, loop_rng)

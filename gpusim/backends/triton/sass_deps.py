@@ -105,16 +105,17 @@ def scan(text: str) -> tuple:
     return instrs, loops
 
 
-def loop_bodies(text: str) -> tuple:
-    """Every loop body of the disassembly, innermost ranges as nvdisasm lays them out."""
-    instrs, loops = scan(text)
+def loop_bodies(text: str, scanned: tuple | None = None) -> tuple:
+    """Every loop body of the disassembly, innermost ranges as nvdisasm lays them out
+    (``scanned``: ``scan(text)`` when the caller has it already)."""
+    instrs, loops = scanned or scan(text)
     return tuple(tuple(instruction(o, mods, rest, g) for a, g, o, mods, rest in instrs if lo <= a <= hi)
                  for lo, hi in loops)
 
 
-def straight_body(text: str) -> tuple:
+def straight_body(text: str, scanned: tuple | None = None) -> tuple:
     """The instructions outside every loop, in program order: what one CTA's warps issue once (a
     row kernel's single pass, a loop's prologue and epilogue)."""
-    instrs, loops = scan(text)
+    instrs, loops = scanned or scan(text)
     return tuple(instruction(o, mods, rest, g) for a, g, o, mods, rest in instrs
                  if not any(lo <= a <= hi for lo, hi in loops))
