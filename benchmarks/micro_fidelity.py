@@ -20,10 +20,19 @@ validation point:
             latency a reduction adds to a CTA's critical path, against tile shape and warps.
   chains    held-out checks of the warp scoreboard: reduction and softmax-like chains at other
             tile shapes and warp counts than ``reduction`` (benchmarks/fit_latency.py does not fit them).
+  l2share   L2-resident reads (ld.global.cg, 8 CTAs per SM) of lines read by one CTA, by 8, or by
+            every CTA: the L2's delivery rate to the SMs against how widely a line is shared.
+  dramchunk HBM reads of many rows at once, 32 to 2048 bytes of each row per request (8 CTAs per SM,
+            each byte read once): the DRAM's rate against the contiguous piece a row gives.
+  tilelat   one tile from HBM per iteration, not pipelined, one CTA per SM: its latency against
+            how many rows (requests) and bytes per row it is made of.
+  hmma      dependent mma.sync chains (a 16-row dot, its operands in registers), one CTA per SM:
+            cycles per dot against its N and K.
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains] [resources SCENARIO...]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains]
+                                             [l2share] [dramchunk] [tilelat] [hmma] [resources SCENARIO...]
 """
 from __future__ import annotations
 
@@ -435,6 +444,141 @@ def chains(sm_count: int, clock: float) -> list:
         for kern, op, name in ((_reduce_chain, 0, "max"), (_reduce_chain, 1, "sum"), (_softmax_chain, 0, "exp2-max"),
                                (_softmax_chain, 1, "sum-exp2"), (_softmax_chain, 2, "softmax")):
             rows.append(_chain_row("chains", kern, op, name, R, C, nw, T, sm_count, clock, out))
+    return rows
+
+
+# ----------------------------------------------------------------------------- L2 sharing, DRAM pieces, mma.sync chains
+@triton.jit
+def _read_shared(x_ptr, out_ptr, T, share, R_MASK, BLOCK: tl.constexpr):
+    # CTA pid reads T tiles of BLOCK fp16, one per iteration, from a region of R_MASK + 1 tiles that
+    # ``share`` consecutive CTAs read; ld.global.cg caches them in the L2 only (no L1 hits)
+    pid = tl.program_id(0)
+    r = tl.arange(0, BLOCK)
+    base = x_ptr + (pid // share).to(tl.int64) * (R_MASK + 1) * BLOCK
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(0, T):
+        acc += tl.load(base + (i & R_MASK) * BLOCK + r, cache_modifier=".cg").to(tl.float32)
+    tl.store(out_ptr + pid * BLOCK + r, acc)
+
+
+def l2share(sm_count: int, clock: float) -> list:
+    """L2 -> SM delivery rate for L2-resident data against how many CTAs read each line: 8 CTAs per
+    SM, each streaming T tiles of 8 KiB from a 4-tile region of its own (share 1: 35 MiB in all),
+    shared by 8 consecutive CTAs, or by every CTA."""
+    rows = []
+    BLOCK, R, T = 4096, 4, 1024
+    ctas = 8 * sm_count
+    x = torch.randn(ctas * R * BLOCK, device="cuda", dtype=torch.float16)
+    out = torch.empty(ctas * BLOCK, device="cuda", dtype=torch.float32)
+    for nw in (4, 8):
+        for sh in (1, 8, ctas):
+            fn = lambda: _read_shared[(ctas,)](x, out, T, sh, R - 1, BLOCK=BLOCK, num_warps=nw)
+            fn()
+            torch.cuda.synchronize()
+            ref = x[: R * BLOCK].view(R, BLOCK).float().sum(0) * (T // R)
+            ok = bool(torch.allclose(out[:BLOCK], ref, rtol=1e-3, atol=1e-2))
+            us = _bench_us(fn)
+            rows.append({"ctas": ctas, "num_warps": nw, "share": sh, "region_tiles": R, "tile_bytes": 2 * BLOCK,
+                         "trips": T, "footprint_bytes": -(-ctas // sh) * R * 2 * BLOCK, "us": us, "ok": ok,
+                         "total_tbs": 2 * BLOCK * T * ctas / (us * 1e-6) / 1e12})
+            print("l2share", rows[-1], flush=True)
+    return rows
+
+
+@triton.jit
+def _read_rows(x_ptr, out_ptr, T, PITCH, ROWS: tl.constexpr, CHUNK: tl.constexpr):
+    # CTA pid reads its own panel of ROWS rows PITCH elements apart, CHUNK elements of every row per
+    # iteration, walking along the rows: every byte once, from HBM (ld.global.cg)
+    pid = tl.program_id(0)
+    rr = tl.arange(0, ROWS)
+    rc = tl.arange(0, CHUNK)
+    base = x_ptr + (pid * ROWS).to(tl.int64) * PITCH
+    acc = tl.zeros((ROWS, CHUNK), dtype=tl.float32)
+    for i in range(0, T):
+        acc += tl.load(base + rr[:, None] * PITCH + i * CHUNK + rc[None, :], cache_modifier=".cg").to(tl.float32)
+    tl.store(out_ptr + pid * ROWS * CHUNK + rr[:, None] * CHUNK + rc[None, :], acc)
+
+
+def dramchunk(sm_count: int, clock: float) -> list:
+    """HBM read rate against the contiguous piece of each row a request covers: 8 CTAs per SM, each
+    streaming its own 2 MiB panel of ROWS rows along the rows, 4 KiB per iteration in pieces of
+    32..4096 bytes (ROWS x CHUNK = 2048 elements; ROWS 1 is a plain contiguous stream), every byte
+    read once (2.2 GB in all, far beyond the L2)."""
+    rows = []
+    ctas = 8 * sm_count
+    for chunk in (16, 32, 64, 128, 256, 512, 2048):
+        nrows = 2048 // chunk
+        PITCH = (1 << 20) // nrows       # 2 MiB per CTA whatever the piece: 2.2 GB in all
+        T = PITCH // chunk
+        x = torch.randn(ctas * nrows * PITCH, device="cuda", dtype=torch.float16)
+        out = torch.empty(ctas * nrows * chunk, device="cuda", dtype=torch.float32)
+        fn = lambda: _read_rows[(ctas,)](x, out, T, PITCH, ROWS=nrows, CHUNK=chunk, num_warps=4)
+        fn()
+        torch.cuda.synchronize()
+        ref = x[: nrows * PITCH].view(nrows, T, chunk).float().sum(1)
+        ok = bool(torch.allclose(out[: nrows * chunk].view(nrows, chunk), ref, rtol=1e-3, atol=1e-2))
+        us = _bench_us(fn)
+        nbytes = x.numel() * 2
+        rows.append({"ctas": ctas, "chunk_bytes": 2 * chunk, "rows": nrows, "pitch_bytes": 2 * PITCH, "trips": T,
+                     "bytes": nbytes, "us": us, "ok": ok, "total_tbs": nbytes / (us * 1e-6) / 1e12,
+                     "cycles_per_iter": us * 1e-6 * clock / T})
+        print("dramchunk", rows[-1], flush=True)
+        del x, out
+    return rows
+
+
+def tilelat(sm_count: int, clock: float) -> list:
+    """The latency of one tile from HBM against how many requests it is made of, at low load: one CTA
+    per SM reads ROWS rows x CHUNK elements per iteration (plain ld.global.cg, not pipelined: each
+    iteration waits for its tile), walking along its own rows (16 KiB apart, or back to back when
+    the tile is one contiguous piece), every byte read once. Caveat (round 8): what it measures is
+    not the HBM latency alone. Tiles of 2 KiB and more take the per-warp LDG fill rate
+    (``warp_load_bytes_per_clk``), and a tile of one short row runs faster than the L2's latency
+    (the compiler keeps several iterations' loads in flight), so nothing is calibrated from it."""
+    rows = []
+    ctas = sm_count
+    for nrows, chunk in ((1, 16), (4, 16), (16, 16), (64, 16), (128, 16), (1, 64), (4, 64), (16, 64), (64, 64),
+                         (32, 128), (64, 128), (1, 1024), (4, 1024)):
+        PITCH = 8192
+        T = PITCH // chunk
+        x = torch.randn(ctas * nrows * PITCH, device="cuda", dtype=torch.float16)
+        out = torch.empty(ctas * nrows * chunk, device="cuda", dtype=torch.float32)
+        fn = lambda: _read_rows[(ctas,)](x, out, T, PITCH, ROWS=nrows, CHUNK=chunk, num_warps=4)
+        fn()
+        torch.cuda.synchronize()
+        ref = x[: nrows * PITCH].view(nrows, T, chunk).float().sum(1)
+        ok = bool(torch.allclose(out[: nrows * chunk].view(nrows, chunk), ref, rtol=1e-3, atol=1e-2))
+        us = _bench_us(fn)
+        rows.append({"ctas": ctas, "rows": nrows, "chunk_bytes": 2 * chunk, "tile_bytes": 2 * nrows * chunk,
+                     "pitch_bytes": 2 * PITCH, "trips": T, "us": us, "ok": ok,
+                     "cycles_per_iter": us * 1e-6 * clock / T})
+        print("tilelat", rows[-1], flush=True)
+        del x, out
+    return rows
+
+
+def hmma(sm_count: int, clock: float) -> list:
+    """Dependent mma.sync chains: acc = dot(a, b, acc) with a 16-row a (too few rows for a warpgroup
+    MMA, so Triton emits mma.sync), its operands loaded once, one CTA of 4 warps per SM (and 2 and 4
+    per SM at one shape): cycles per dot against N and K."""
+    rows = []
+    T = 4096
+    for (M, N, K, per_sm) in ((16, 32, 16, 1), (16, 32, 32, 1), (16, 32, 64, 1), (16, 32, 128, 1), (16, 64, 128, 1),
+                              (16, 128, 128, 1), (16, 64, 16, 1), (16, 64, 32, 1), (16, 64, 64, 1), (16, 32, 128, 2),
+                              (16, 32, 128, 4)):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16) * 0.01
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16) * 0.01
+        ctas = sm_count * per_sm
+        out = torch.empty(ctas * M * N, device="cuda", dtype=torch.float32)
+        fn = lambda: _mma_chain[(ctas,)](a, b, out, T, M=M, N=N, K=K, num_warps=4)
+        fn()
+        torch.cuda.synchronize()
+        ref = (a.float() @ b.float()) * T
+        err = float((out[: M * N].view(M, N) - ref).abs().max() / (ref.abs().max() + 1e-12))
+        us = _bench_us(fn)
+        rows.append({"M": M, "N": N, "K": K, "ctas_per_sm": per_sm, "num_warps": 4, "us": us, "rel_err": err,
+                     "cycles_per_iter": us * 1e-6 * clock / T})
+        print("hmma", rows[-1], flush=True)
     return rows
 
 

@@ -40,6 +40,9 @@ WANTED = (["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "smsp__inst_execu
            "sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active",
            "lts__t_bytes.sum", "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_requests_srcunit_tex_op_read.sum",
            "lts__t_sector_hit_rate.pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+           # round 8: how much of a line an L2 miss fetches
+           "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+           "dram__sectors_read.sum",
            "l1tex__t_sector_hit_rate.pct", "l1tex__m_xbar2l1tex_read_bytes.sum",
            "l1tex__throughput.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "dram__bytes_write.sum",
            "smsp__warps_launched.sum",
