@@ -52,6 +52,7 @@ PLAUSIBLE = {
     "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
     "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
     "staged_access_cost": (1.0, 100.0, ()),                  # 1.25 .. 3.3 measured
+    "hbm_piece_efficiency": (0.01, 1.0, ()),                 # 0.54 (32-byte pieces) .. 1 measured
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
@@ -171,6 +172,12 @@ class GPUConfig(BaseModel):
     # "4" (narrower cp.async), "2" (an odd pitch: 2-byte loads and shared stores through
     # registers). Empty = bytes only. Measured by benchmarks/kernels/stage_dot.py.
     staged_access_cost: dict[str, float] = {}
+    # the HBM's read rate for a tile whose rows give it contiguous pieces of this many bytes (rows
+    # further apart than their length), as a fraction of the streaming rate: a DRAM page opened for
+    # 32 bytes delivers less per activation than one streamed through. Between keys the fraction is
+    # interpolated in log2 of the piece; pieces past the largest key stream at the full rate.
+    # Empty = every piece at the full rate. Measured by benchmarks/micro_fidelity.py dramchunk.
+    hbm_piece_efficiency: dict[int, PositiveFloat] = {}
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0

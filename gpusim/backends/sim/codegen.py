@@ -74,6 +74,26 @@ def staging_cost(tensor: ir.TensorArg, tile_shape: tuple, width: int, cfg: GPUCo
     return cfg.staged_access_cost.get(c, 1.0) if c else 1.0
 
 
+def hbm_piece_cost(piece_bytes: float, cfg: GPUConfig) -> float:
+    """Times its streaming cost a DRAM read takes when the tile's rows give it contiguous pieces of
+    ``piece_bytes`` (``GPUConfig.hbm_piece_efficiency``): 1 / the measured fraction, interpolated in
+    log2 of the piece between the measured sizes; 1 past the largest (and with no table). Below
+    the smallest measured piece, that piece's fraction (a 32-byte sector is the L2's fetch unit)."""
+    table = cfg.hbm_piece_efficiency
+    if not table or piece_bytes <= 0:
+        return 1.0
+    keys = sorted(table)
+    if piece_bytes > keys[-1]:
+        return 1.0
+    if piece_bytes <= keys[0]:
+        return 1.0 / min(1.0, table[keys[0]])
+    for lo, hi in zip(keys, keys[1:]):
+        if lo <= piece_bytes <= hi:
+            w = (math.log2(piece_bytes) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+            return 1.0 / min(1.0, table[lo] + w * (table[hi] - table[lo]))
+    return 1.0
+
+
 def port_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     """The access width whose cost a register tile's load or store pays on the SM's load/store path.
 

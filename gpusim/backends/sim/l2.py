@@ -1,17 +1,30 @@
-"""The shared L2: a set-associative LRU cache of 128-byte lines, in numba.
+"""The shared L2: a set-associative LRU cache of sectored lines (128-byte lines of four 32-byte
+sectors on the H100/H200), in numba.
 
-A tile access walks the tile's rows, touches each line once, and reports how many lines
-hit and when the latest of the hit lines becomes ready (a line that another CTA's miss is
-still filling is a hit that must wait for that fill: miss merging). The cache keeps no
-data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
+A tile access walks the tile's rows, touches each line once, and reports how many lines hit,
+how many missed, and when the latest of the lines it found becomes ready (a line that another
+CTA's miss is still filling is a hit that must wait for that fill: miss merging). The cache keeps
+no data, only tags, so it models traffic and timing, never values. Set indices are hashed from the
 line address (real L2s hash addresses too), so strided tiles spread over all sets.
+
+Sectors: a line's tag covers the whole line, but a miss fetches only the 32-byte sectors the
+request asks for, and each cached line records which of its sectors are present. A request that
+finds the tag but not all the sectors it needs misses those sectors (and only those cost DRAM
+bytes). Measured on an H200 (``docs/validation/h200/micro/ncu_probe_round8.json``, the
+``stream_cols`` kernel, which reads the two 64-byte halves of each line in consecutive loop
+iterations): 1,032 L2 sector lookup hits out of 4.33 M sector lookups
+(``lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum`` / ``_lookup_miss.sum``), and DRAM reads of
+4.33 M sectors (``dram__sectors_read.sum``, 138 MB), the bytes asked for. So the second half of a
+line is a miss, not a hit, and DRAM traffic is counted per missed sector.
 
 Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop): each way's
 tag, LRU stamp, owner and ready time share one 32-byte record of ``meta`` (``(sets, ways, 4)``),
-so a predicted hit touches one host cache line. A way predictor (``hint``: the way a line was
-last found in, indexed by the line's low address bits) lets most hits check one tag instead of
-the whole set; a wrong hint only costs the full search, so hits, misses and the LRU state are
-those of a plain search.
+so a predicted hit touches one host cache line. The sector mask (one bit per 32-byte sector, up to
+8 for 256-byte lines) lives in the high bits of the OWNER word, above the owner id (``who``, a
+small non-negative int): ``OWNER = who | mask << MASK_SHIFT``; readers of the owner mask it with
+``WHO_MASK``. A way predictor (``hint``: the way a line was last found in, indexed by the line's
+low address bits) lets most hits check one tag instead of the whole set; a wrong hint only costs
+the full search, so hits, misses and the LRU state are those of a plain search.
 """
 from __future__ import annotations
 
@@ -22,6 +35,9 @@ STAMP, OWNER, READY, TAG = 0, 1, 2, 3   # words of a way's ``meta`` record (READ
 META = 4                                # words per record (32-byte aligned records)
 HINT_BITS = 20                     # way-predictor entries: 1 Mi lines (128 MiB of addresses)
 U = np.uint64                      # array indices in the numba kernels (see _access)
+SECTOR_SHIFT = 5                   # 32-byte sectors
+MASK_SHIFT = 48                    # the OWNER word: owner id in bits 0..47, sector mask in bits 48..55
+WHO_MASK = (1 << MASK_SHIFT) - 1
 
 
 @njit(cache=True)
@@ -36,25 +52,39 @@ def _first_set(block, nsets):
 # ``meta`` and ``meta_f``: the records, flat (way ``w`` of set ``s`` starts at (s * ways + w) * META).
 # Every index is >= 0 and cast to unsigned (``U``): numba then skips its negative-index test on each
 # access (~12% of the lookup's time).
+#
+# Per line, the request needs the sectors its row's bytes [start, start + row_bytes) cover ("need":
+# all sectors for the lines inside the row, a tail of the first line's, a head of the last's).
+# Outcomes: tag present with every needed sector -> a hit (which waits for the line's READY time);
+# tag present but some needed sectors absent -> a miss of those sectors only (they join the mask and
+# the line's READY becomes the new fill's); tag absent -> the LRU way is taken with only the needed
+# sectors. Returns (hit lines, missed lines, latest READY of the lines found, missed sectors,
+# sectors needed).
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who):
-    misses = 0
+    misses = msec = nsec = 0                # missed lines, missed sectors, sectors needed
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
     if pitch == row_bytes and (row_bytes & mask) == 0 and (base & mask) == 0:
-        row_bytes = nrows * row_bytes       # whole-line rows back to back: the same lines in the same order
-        nrows = 1
-    hmask = hint.shape[0] - 1
-    block = -1
-    set0 = 0
-    clk = clock[0]
-    sw = ways * META
+        row_bytes, nrows = nrows * row_bytes, 1     # whole-line rows back to back: the same lines in order
+    smask = (1 << (line_shift - SECTOR_SHIFT)) - 1      # sectors per line - 1 (a sector's index in its line)
+    full = (2 << smask) - 1                 # every sector of a line
+    block, set0 = -1, 0                     # the 4 KiB block of the last line and its first set
+    clk0 = clk = clock[0]                   # one clock tick per line
+    hmask, sw = hint.shape[0] - 1, ways * META
+    need_first, need_last, row_sectors = _row_sectors(base, row_bytes, smask)
+    same = (pitch & mask) == 0              # rows a whole number of lines apart need the same sectors
     for r in range(nrows):
         start = base + r * pitch
-        first = start >> line_shift
-        last = (start + row_bytes - 1) >> line_shift
+        if not same:
+            need_first, need_last, row_sectors = _row_sectors(start, row_bytes, smask)
+        nsec += row_sectors
+        first, last = start >> line_shift, (start + row_bytes - 1) >> line_shift
         for line in range(first, last + 1):
+            need = need_first if line == first else full
+            if line == last:
+                need &= need_last
             if line >> 5 != block:
                 block = line >> 5
                 set0 = _first_set(block, nsets)
@@ -75,28 +105,56 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             if w >= 0:
                 m = sb + w * META
                 meta[U(m + STAMP)] = clk
-                meta[U(m + OWNER)] = who
+                have = meta[U(m + OWNER)] >> MASK_SHIFT
+                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
                 rd = meta_f[U(m + READY)]
                 latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
+                need &= ~have               # the sectors to fetch (none: a hit)
+                if need == 0:
+                    continue
             else:
-                victim = 0
-                oldest = meta[U(sb + STAMP)]
-                for v in range(1, ways):
-                    st = meta[U(sb + v * META + STAMP)]
-                    if st < oldest:
-                        oldest = st
-                        victim = v
-                hint[U(hk)] = victim
-                m = sb + victim * META
-                meta[U(m + TAG)] = line
-                meta[U(m + STAMP)] = clk
-                meta[U(m + OWNER)] = who
-                meta_f[U(m + READY)] = now
-                miss_slots[U(misses)] = m + READY          # sized by the caller for every line
-                misses += 1
-    hits = clk - clock[0] - misses         # one clock tick per line
+                m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
+                hint[U(hk)] = (m - sb) // META
+            msec += _popcount8(need)
+            meta_f[U(m + READY)] = now
+            miss_slots[U(misses)] = m + READY          # sized by the caller for every line
+            misses += 1
     clock[0] = clk
-    return hits, misses, latest_ready
+    return clk - clk0 - misses, misses, latest_ready, msec, nsec      # hits: the lines that did not miss
+
+
+@njit(cache=True)
+def _row_sectors(start, row_bytes, smask):
+    """The sectors a row of bytes [start, start + row_bytes) needs of its first line (from its first
+    sector on) and of its last line (up to its last sector), and how many sectors it covers."""
+    end = start + row_bytes - 1
+    s0, s1 = start >> SECTOR_SHIFT, end >> SECTOR_SHIFT
+    return ((2 << smask) - 1) & ~((1 << (s0 & smask)) - 1), (2 << (s1 & smask)) - 1, s1 - s0 + 1
+
+
+@njit(cache=True)
+def _allocate(meta, sb, ways, line, clk, owner):
+    """A missed line takes the least recently used way of set ``sb``: returns its record's start."""
+    victim = 0
+    oldest = meta[U(sb + STAMP)]
+    for v in range(1, ways):
+        st = meta[U(sb + v * META + STAMP)]
+        if st < oldest:
+            oldest = st
+            victim = v
+    m = sb + victim * META
+    meta[U(m + TAG)] = line
+    meta[U(m + STAMP)] = clk
+    meta[U(m + OWNER)] = owner
+    return m
+
+
+@njit(cache=True)
+def _popcount8(x):
+    """The set bits of a sector mask (at most 8 bits)."""
+    x = x - ((x >> 1) & 0x55)
+    x = (x & 0x33) + ((x >> 2) & 0x33)
+    return (x + (x >> 4)) & 0x0F
 
 
 @njit(cache=True)
@@ -109,7 +167,9 @@ _SPARE: dict = {}   # (sets, ways) -> (meta, hint) of a released cache: the next
 
 
 class L2Cache:
-    """Tags-only LRU cache; ``access`` returns (hit_lines, miss_lines, latest ready time of hit lines).
+    """Tags-only sectored LRU cache; ``access`` returns (hit_lines, miss_lines, latest ready time of the
+    lines found) and leaves the sectors it missed and the sectors it needed in ``missed_sectors``
+    and ``sectors`` (a line with only some of its needed sectors present counts as a missed line).
 
     ``release`` hands the cache's arrays to the next cache of the same shape (a fresh one starts
     from the same empty state either way): refilling mapped memory costs ~1 ms, while fresh pages
@@ -120,6 +180,9 @@ class L2Cache:
         self.line_shift = self.line_bytes.bit_length() - 1
         if 1 << self.line_shift != self.line_bytes:
             raise ValueError(f"L2 line size {line_bytes} B must be a power of two")
+        if not 1 << SECTOR_SHIFT <= self.line_bytes <= 8 << SECTOR_SHIFT:
+            raise ValueError(f"L2 line size {line_bytes} B must be 32 to 256 B (1 to 8 sectors of 32 B)")
+        self.sectors_per_line = self.line_bytes >> SECTOR_SHIFT
         self.ways = w = int(ways)
         self.nsets = max(1, int(capacity_bytes) // (self.line_bytes * self.ways))
         spare = _SPARE.pop((self.nsets, w), None)
@@ -135,11 +198,15 @@ class L2Cache:
         self.flat = self.meta.reshape(-1)
         self.flat_f = self.meta_f.reshape(-1)
         self.stamps = self.meta[:, :, STAMP]
-        self.owner = self.meta[:, :, OWNER]           # who touched the line last (see keep_only)
+        # who touched the line last (see keep_only) in the low bits, the present sectors' mask in the
+        # high ones: read the owner as ``owner & WHO_MASK``, the mask as ``owner >> MASK_SHIFT``
+        self.owner = self.meta[:, :, OWNER]
         self.ready = self.meta_f[:, :, READY]
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
         self._pending = 0
+        self.missed_sectors = 0     # of the last ``access``
+        self.sectors = 0
 
     def release(self) -> None:
         """Done with this cache: its arrays go to the next cache of the same shape (do not use it after)."""
@@ -164,7 +231,7 @@ class L2Cache:
     def keep_only(self, who: int) -> None:
         """Invalidate every line last touched by anyone but ``who``: what a skipped, sampled-out
         stretch of CTAs would have evicted, while lines the later CTAs re-used stay."""
-        stale = self.owner != who
+        stale = (self.owner & WHO_MASK) != who
         self.tags[stale] = -1
         self.stamps[stale] = 0
         self.ready[stale] = 0.0
@@ -174,13 +241,14 @@ class L2Cache:
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        r = _access(self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
-                    self.line_shift, self.nsets, self.ways, float(now), who)
-        self._pending = r[1]
-        return r
+        hits, misses, ready, self.missed_sectors, self.sectors = _access(
+            self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
+            self.line_shift, self.nsets, self.ways, float(now), who)
+        self._pending = misses
+        return hits, misses, ready
 
     def fill_done(self, t: float) -> None:
-        """Mark the lines that the last ``access`` missed as ready at time ``t``."""
+        """Mark the lines that the last ``access`` missed (wholly or some of their sectors) as ready at time ``t``."""
         if self._pending:
             _set_ready(self.flat_f, self._miss_slots, self._pending, float(t))
             self._pending = 0

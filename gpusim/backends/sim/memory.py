@@ -2,9 +2,9 @@
 
 Bandwidth is modelled by reserving time on FIFO channels (``Channel``: the HBM, the L2's
 bandwidth, each SM's load/store port); latency is added on top. A tile's bytes go through the L2
-(tags-only LRU in ``l2.py``); misses also cross the HBM channel. ``MemoryPath`` owns these for
-one launch and adds the bytes it moves to the launch's ``Tally``; the engine (``engine.py``)
-decides when a CTA issues a load and how long it waits for it.
+(tags-only sectored LRU in ``l2.py``); its missed 32-byte sectors also cross the HBM channel.
+``MemoryPath`` owns these for one launch and adds the bytes it moves to the launch's ``Tally``;
+the engine (``engine.py``) decides when a CTA issues a load and how long it waits for it.
 
 Speed: a tile's placement (first byte, rows, pitch, bytes, port cost) depends only on the load and
 its offsets, so it is worked out once per distinct tile (CTAs that share a tile, the K/V of one
@@ -15,9 +15,11 @@ from __future__ import annotations
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from . import codegen
-from .l2 import L2Cache
+from .l2 import SECTOR_SHIFT, L2Cache
 from .stats import Tally
 from .steps import LoadDesc
+
+SECTOR_BYTES = 1 << SECTOR_SHIFT    # the L2's unit of allocation and DRAM transfer
 
 
 class Channel:
@@ -71,7 +73,7 @@ class MemoryPath:
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
-        bytes) of a load's tile
+        bytes, HBM cost per missed byte: codegen.hbm_piece_cost) of a load's tile
         (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
         shape = d.shape
         if nrep > 1:
@@ -91,8 +93,12 @@ class MemoryPath:
             port = cost
         else:
             cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (codegen.port_width)
+        # the DRAM's rate for the contiguous pieces one iteration's tile gives (a merged tile stands
+        # for iterations that each read their own piece at their own time)
+        r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
+        piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram else 1], cost)
+                self.fill_rate[0 if d.sram else 1], cost, codegen.hbm_piece_cost(piece, self.cfg))
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
@@ -104,15 +110,19 @@ class MemoryPath:
             tile = self.tiles[key] = self.tile(d, offs, nrep, rep_axis)
         if tile is None:
             return now
-        base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost = tile
-        hits, misses, hit_ready = self.l2.access(base, rows, pitch, row_bytes, now, who)
-        lines = hits + misses
-        # a missed line is fetched whole: a tile whose rows cover part of a line (64-byte rows of a
-        # BLOCK_K 32 fp16 GEMM) finds the rest there on the next access, which the L2 counts a hit
-        miss_bytes = misses * self.line_bytes
+        base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost, piece_cost = tile
+        l2 = self.l2
+        hits, misses, hit_ready = l2.access(base, rows, pitch, row_bytes, now, who)
+        # the L2 is sectored: a miss fetches only the 32-byte sectors the tile's rows cover, so DRAM
+        # reads are the missed sectors' bytes, and a tile whose rows cover part of a line (64-byte
+        # rows of a BLOCK_K 32 fp16 GEMM) misses the rest on the next access and pays its own bytes
+        # then (ncu on an H200: docs/validation/h200/micro/ncu_probe_round8.json, 1,032 sector hits
+        # of 4.33 M lookups and DRAM reads equal to the bytes asked for)
+        sectors = l2.sectors
+        miss_bytes = l2.missed_sectors * SECTOR_BYTES
         c = self.counters
         c.l2_read_bytes += nbytes
-        c.l2_hit_bytes += nbytes * hits / lines if lines else 0.0
+        c.l2_hit_bytes += nbytes * (sectors - l2.missed_sectors) / sectors if sectors else 0.0
         c.dram_read_bytes += miss_bytes
         if sram:
             c.sram_bytes += nbytes
@@ -137,7 +147,7 @@ class MemoryPath:
         lat = self.l2_latency
         if misses:
             lat = self.hbm_latency
-            fill = self.hbm.transfer(miss_bytes, now) + lat
+            fill = self.hbm.transfer(miss_bytes * piece_cost, now) + lat
             self.l2.fill_done(fill)
             if fill > ready:
                 ready = fill
@@ -148,7 +158,8 @@ class MemoryPath:
         return ready + exposures * lat
 
     def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
-        """Write a tile: allocated in the L2 (a later kernel's read can hit), written through to HBM."""
+        """Write a tile: allocated in the L2 (a later kernel's read can hit; the sectors it writes become
+        present, a line's other sectors do not), written through to HBM."""
         offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
         t = self.tensors[op.tensor.name]
         r = analysis.tile_bytes_in_bounds(t, offs, op.value.shape)

@@ -8,9 +8,9 @@ from gpusim.hardware import load_gpu
 @pytest.mark.parametrize("block_k", [32, 64])
 @pytest.mark.parametrize("fidelity", ["fast", "full"])
 def test_gemm_reads_its_operands_from_dram_at_least_once(block_k, fidelity):
-    """A BLOCK_K 32 fp16 GEMM's tile rows are 64 bytes, half an L2 line: the line is fetched whole
-    on the first access and the next iteration's half is a hit. DRAM reads must still cover A and
-    B (the line-proportional count gave half of A)."""
+    """A BLOCK_K 32 fp16 GEMM's tile rows are 64 bytes, half an L2 line: each iteration misses its
+    own two sectors of the line (the L2 is sectored). DRAM reads must cover A and B once (a count
+    that marked the whole line present but charged only the bytes asked for gave half of A)."""
     M, N, K = 1024, 128, 2048
     r = simulate("matmul", load_gpu("h200"), check=False, fidelity=fidelity,
                  M=M, N=N, K=K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=block_k, num_stages=3, dtype="fp16", num_warps=4)
