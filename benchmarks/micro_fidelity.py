@@ -499,6 +499,22 @@ def _read_rows(x_ptr, out_ptr, T, PITCH, ROWS: tl.constexpr, CHUNK: tl.constexpr
     tl.store(out_ptr + pid * ROWS * CHUNK + rr[:, None] * CHUNK + rc[None, :], acc)
 
 
+def _time_rows(ctas: int, nrows: int, chunk: int, pitch: int) -> tuple:
+    """(us, ok, bytes read) of ``_read_rows`` over a fresh HBM buffer, checked against torch."""
+    T = pitch // chunk
+    x = torch.randn(ctas * nrows * pitch, device="cuda", dtype=torch.float16)
+    out = torch.empty(ctas * nrows * chunk, device="cuda", dtype=torch.float32)
+    fn = lambda: _read_rows[(ctas,)](x, out, T, pitch, ROWS=nrows, CHUNK=chunk, num_warps=4)
+    fn()
+    torch.cuda.synchronize()
+    ref = x[: nrows * pitch].view(nrows, T, chunk).float().sum(1)
+    ok = bool(torch.allclose(out[: nrows * chunk].view(nrows, chunk), ref, rtol=1e-3, atol=1e-2))
+    us = _bench_us(fn)
+    nbytes = x.numel() * 2
+    del x, out
+    return us, ok, nbytes
+
+
 def dramchunk(sm_count: int, clock: float) -> list:
     """HBM read rate against the contiguous piece of each row a request covers: 8 CTAs per SM, each
     streaming its own 2 MiB panel of ROWS rows along the rows, 4 KiB per iteration in pieces of
@@ -510,20 +526,11 @@ def dramchunk(sm_count: int, clock: float) -> list:
         nrows = 2048 // chunk
         PITCH = (1 << 20) // nrows       # 2 MiB per CTA whatever the piece: 2.2 GB in all
         T = PITCH // chunk
-        x = torch.randn(ctas * nrows * PITCH, device="cuda", dtype=torch.float16)
-        out = torch.empty(ctas * nrows * chunk, device="cuda", dtype=torch.float32)
-        fn = lambda: _read_rows[(ctas,)](x, out, T, PITCH, ROWS=nrows, CHUNK=chunk, num_warps=4)
-        fn()
-        torch.cuda.synchronize()
-        ref = x[: nrows * PITCH].view(nrows, T, chunk).float().sum(1)
-        ok = bool(torch.allclose(out[: nrows * chunk].view(nrows, chunk), ref, rtol=1e-3, atol=1e-2))
-        us = _bench_us(fn)
-        nbytes = x.numel() * 2
+        us, ok, nbytes = _time_rows(ctas, nrows, chunk, PITCH)
         rows.append({"ctas": ctas, "chunk_bytes": 2 * chunk, "rows": nrows, "pitch_bytes": 2 * PITCH, "trips": T,
                      "bytes": nbytes, "us": us, "ok": ok, "total_tbs": nbytes / (us * 1e-6) / 1e12,
                      "cycles_per_iter": us * 1e-6 * clock / T})
         print("dramchunk", rows[-1], flush=True)
-        del x, out
     return rows
 
 
@@ -541,19 +548,11 @@ def tilelat(sm_count: int, clock: float) -> list:
                          (32, 128), (64, 128), (1, 1024), (4, 1024)):
         PITCH = 8192
         T = PITCH // chunk
-        x = torch.randn(ctas * nrows * PITCH, device="cuda", dtype=torch.float16)
-        out = torch.empty(ctas * nrows * chunk, device="cuda", dtype=torch.float32)
-        fn = lambda: _read_rows[(ctas,)](x, out, T, PITCH, ROWS=nrows, CHUNK=chunk, num_warps=4)
-        fn()
-        torch.cuda.synchronize()
-        ref = x[: nrows * PITCH].view(nrows, T, chunk).float().sum(1)
-        ok = bool(torch.allclose(out[: nrows * chunk].view(nrows, chunk), ref, rtol=1e-3, atol=1e-2))
-        us = _bench_us(fn)
+        us, ok, _ = _time_rows(ctas, nrows, chunk, PITCH)
         rows.append({"ctas": ctas, "rows": nrows, "chunk_bytes": 2 * chunk, "tile_bytes": 2 * nrows * chunk,
                      "pitch_bytes": 2 * PITCH, "trips": T, "us": us, "ok": ok,
                      "cycles_per_iter": us * 1e-6 * clock / T})
         print("tilelat", rows[-1], flush=True)
-        del x, out
     return rows
 
 
