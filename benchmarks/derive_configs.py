@@ -125,6 +125,7 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         warp_load_bytes_per_clk="E: measured on the H200 (benchmarks/micro_fidelity.py mlp); not measured on Ampere",
         hbm_piece_efficiency="E: measured on the H200's HBM3e (benchmarks/micro_fidelity.py dramchunk); the A100's "
                              "HBM2/HBM2e pages are not measured here",
+        cp_async_min_bytes="H: PTX ISA, cp.async (sm_80 and later) copies 4, 8 or 16 bytes",
         launch_overhead_us="E: measured on the H200 host; launch cost is mostly driver and host side",
         sync_overhead_us="E: measured on the H200 host",
         power_limit_w="not set: no Ampere clock or power measurement here, so the A100's clock stays at its 1.41 GHz "

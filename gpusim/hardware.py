@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
@@ -53,6 +53,7 @@ PLAUSIBLE = {
     "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
     "staged_access_cost": (1.0, 100.0, ()),                  # 1.25 .. 3.3 measured
     "hbm_piece_efficiency": (0.01, 1.0, ()),                 # 0.54 (32-byte pieces) .. 1 measured
+    "cp_async_min_bytes": (0, 16, ()),                       # 4 (PTX cp.async cp-size 4, 8, 16)
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
@@ -178,6 +179,11 @@ class GPUConfig(BaseModel):
     # interpolated in log2 of the piece; pieces past the largest key stream at the full rate.
     # Empty = every piece at the full rate. Measured by benchmarks/micro_fidelity.py dramchunk.
     hbm_piece_efficiency: dict[int, PositiveFloat] = {}
+    # the narrowest per-thread copy cp.async makes (4, 8 or 16 bytes: PTX ISA, cp.async cp-size); a
+    # staged tile whose rows are aligned to fewer bytes goes through registers (LDG + STS) and its
+    # loop does not run it ahead (backends/sim/codegen.py copies_async). 0 = every staged tile is
+    # copied asynchronously (ideal).
+    cp_async_min_bytes: NonNegativeInt = 0
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0

@@ -52,6 +52,15 @@ def vector_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     return max(1, min(v, cols))
 
 
+def copies_async(tensor: ir.TensorArg, tile_shape: tuple, cfg: GPUConfig) -> bool:
+    """Whether Triton stages a ``tile_shape`` tile of ``tensor`` into shared memory with cp.async
+    (LDGSTS). cp.async moves 4, 8 or 16 bytes per thread (``cp_async_min_bytes``); where Triton can prove the rows aligned
+    only to 2 bytes (an odd fp16 pitch) it loads the tile into registers (2-byte LDG) and stores it
+    to shared memory (STS), and its pipeliner does not run that load ahead: ``stream_pad`` (pad 1)
+    takes the same time at 2 and 3 stages, and its SASS has LDG + STS where pad 2 has LDGSTS."""
+    return vector_width(tensor, tile_shape) * ir.DTYPE_BYTES[tensor.dtype] >= cfg.cp_async_min_bytes
+
+
 def staging_class(tensor: ir.TensorArg, tile_shape: tuple, width: int, line_bytes: int = 128) -> str | None:
     """How a ``tile_shape`` tile staged into shared memory from ``tensor`` at ``width`` elements per
     access departs from aligned 16-byte copies of whole L2 lines: "8", "4" or "2" (the access bytes

@@ -350,10 +350,13 @@ class LaunchSim:
         aff = self._affine_loads(d, pid, start)
         # Triton's pipeliner waits for all but stages-2 copies at the top of an iteration and issues
         # the copy for iteration i+stages-1 after the body: tiles that feed a dot arrive stages-2
-        # iterations ahead; tiles loaded into registers are not pipelined
+        # iterations ahead; tiles loaded into registers are not pipelined, nor are staged tiles that
+        # cp.async cannot copy (rows aligned to 2 bytes: LDG + STS, codegen.copies_async)
         dist = max(0, d.stages - 2)
-        early = [a for a in aff if a[0].sram and dist]
-        late = [a for a in aff if not (a[0].sram and dist)]
+        tensors, cfg = self.tensors, self.cfg
+        ahead_ok = [a[0].sram and dist > 0 and codegen.copies_async(tensors[a[0].tensor], a[0].shape, cfg) for a in aff]
+        early = [a for a, ok in zip(aff, ahead_ok) if ok]
+        late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
         inflight = {}
         timeline, compute = self.timeline, self._compute
