@@ -43,6 +43,8 @@ WANTED = (["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "smsp__inst_execu
            # round 8: how much of a line an L2 miss fetches
            "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
            "dram__sectors_read.sum",
+           # round 9: L2 miss requests against missed sectors (a row's second sector: same request or its own)
+           "lts__t_requests_srcunit_tex_op_read_lookup_miss.sum",
            "l1tex__t_sector_hit_rate.pct", "l1tex__m_xbar2l1tex_read_bytes.sum",
            "l1tex__throughput.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "dram__bytes_write.sum",
            "smsp__warps_launched.sum",
