@@ -54,10 +54,11 @@ def vector_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
 
 def copies_async(tensor: ir.TensorArg, tile_shape: tuple, cfg: GPUConfig) -> bool:
     """Whether Triton stages a ``tile_shape`` tile of ``tensor`` into shared memory with cp.async
-    (LDGSTS). cp.async moves 4, 8 or 16 bytes per thread (``cp_async_min_bytes``); where Triton can prove the rows aligned
-    only to 2 bytes (an odd fp16 pitch) it loads the tile into registers (2-byte LDG) and stores it
-    to shared memory (STS), and its pipeliner does not run that load ahead: ``stream_pad`` (pad 1)
-    takes the same time at 2 and 3 stages, and its SASS has LDG + STS where pad 2 has LDGSTS."""
+    (LDGSTS). cp.async moves 4, 8 or 16 bytes per thread (``cfg.cp_async_min_bytes``); where Triton
+    can prove the rows aligned only to 2 bytes (an odd fp16 pitch) it loads the tile into registers
+    (2-byte LDG) and stores it to shared memory (STS), and its pipeliner does not run that load
+    ahead: ``stream_pad`` (pad 1) takes the same time at 2 and 3 stages, and its SASS has LDG + STS
+    where pad 2 has LDGSTS."""
     return vector_width(tensor, tile_shape) * ir.DTYPE_BYTES[tensor.dtype] >= cfg.cp_async_min_bytes
 
 

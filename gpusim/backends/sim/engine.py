@@ -354,7 +354,8 @@ class LaunchSim:
         # cp.async cannot copy (rows aligned to 2 bytes: LDG + STS, codegen.copies_async)
         dist = max(0, d.stages - 2)
         tensors, cfg = self.tensors, self.cfg
-        ahead_ok = [a[0].sram and dist > 0 and codegen.copies_async(tensors[a[0].tensor], a[0].shape, cfg) for a in aff]
+        ahead_ok = [a[0].sram and dist > 0 and codegen.copies_async(tensors[a[0].tensor], a[0].shape, cfg)
+                    for a in aff]
         early = [a for a, ok in zip(aff, ahead_ok) if ok]
         late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
