@@ -26,13 +26,22 @@ validation point:
             each byte read once): the DRAM's rate against the contiguous piece a row gives.
   tilelat   one tile from HBM per iteration, not pipelined, one CTA per SM: its latency against
             how many rows (requests) and bytes per row it is made of.
+  sectorlat pointer chains that ask for 1, 2 or 4 sectors of a line per hop, 1 to 32 chains at once,
+            missing or hitting in the L2: the latency of a miss against the sectors a request asks for.
+  sectorpitch the chains of sectorlat laid out as a streamed tile's rows (P rows a pitch apart) or
+            walking the sectors of each line in turn: the latency of a miss against the addresses.
+  sectorstream stream_cols's walk along P rows as pointer chains (plain LDG), 32-256 bytes of every
+            row per hop: the copy path's share of a streamed tile's round trip.
+  sectorlines the chains of sectorlat at 1 to 256 lines per hop, missing and hitting: a CTA's
+            round trip against how many lines it asks for at once.
+  sectorhits sectorlines' L2 hits with less noise (each chain cycling through 128 lines of its own).
   hmma      dependent mma.sync chains (a 16-row dot, its operands in registers), one CTA per SM:
             cycles per dot against its N and K.
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
 usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains]
-                                             [l2share] [dramchunk] [tilelat] [hmma] [resources SCENARIO...]
+                                             [l2share] [dramchunk] [tilelat] [sectorlat] [sectorpitch] [sectorstream] [sectorlines] [sectorhits] [hmma] [resources SCENARIO...]
 """
 from __future__ import annotations
 
@@ -584,6 +593,259 @@ def hmma(sm_count: int, clock: float) -> list:
 # ----------------------------------------------------------------------------- compiled resources
 _TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
 _ESIZE = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4}
+
+
+# ----------------------------------------------------------------------------- sectors per miss
+@triton.jit(do_not_specialize=["hops"])
+def _sector_chase(p_ptr, start_ptr, out_ptr, hops, P: tl.constexpr, W: tl.constexpr, GAP: tl.constexpr,
+                  CG: tl.constexpr):
+    # P independent pointer chains, one per row of a P x W tile (flattened, so that a warp's 32
+    # consecutive lanes take 32 consecutive elements): every hop, row r reads W int32 (8 per 32-byte
+    # sector) at node_r + (c % 8) + (c // 8) * 8 * GAP, all of which hold the next node. GAP 1: W / 8
+    # adjacent sectors of one line; GAP 2: every other sector; GAP 4: sector 0 of W / 8 consecutive
+    # lines. Plain 4-byte loads (the addresses come from memory), so a warp instruction asks for
+    # the sectors its lanes cover: W 8, 16, 32 -> 4 rows x 1 sector, 2 x 2, 1 x 4.
+    e = tl.arange(0, P * W)
+    r = e // W
+    c = e % W
+    off = (c % 8) + (c // 8) * 8 * GAP
+    node = tl.load(start_ptr + r)
+    for _ in range(hops):
+        if CG:
+            node = tl.load(p_ptr + node + off, cache_modifier=".cg")
+        else:
+            node = tl.load(p_ptr + node + off)
+    tl.store(out_ptr + e, node)
+
+
+def _time_noflush_us(fn, reps: int = 20) -> float:
+    """Median time of ``fn`` without do_bench's L2 flush between calls (the data stays L2-resident)."""
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0)
+    return float(np.median(ts))
+
+
+def sectorlat(sm_count: int, clock: float) -> list:
+    """The latency of a miss against how many sectors of a line one request asks for: one CTA of 4
+    warps on an idle GPU chases P pointer chains at once (a random cycle of nodes 4224 B apart, each
+    node one 128-byte-aligned line), asking for 1, 2 or 4 sectors of each node's line per hop
+    (``_sector_chase``). ``miss``: a 277 MB buffer after do_bench's L2 flush, every hop a new line;
+    ``hit``: a 8.7 MB buffer kept in the L2 (ld.global.cg, no flush). Cycles per hop =
+    (t(1024 hops) - t(256 hops)) / 768 x clock; checked against the chain's known end."""
+    rows = []
+    stride = 4224 // 4                              # elements between nodes: 33 lines
+    hops = (256, 1024)
+    for where, nodes in (("miss", 65536), ("hit", 2048)):
+        order = np.random.default_rng(7).permutation(nodes).astype(np.int64)
+        pos = order * stride
+        nxt = np.roll(pos, -1)
+        buf = torch.zeros(nodes * stride, dtype=torch.int32, device="cuda")
+        idx = (torch.from_numpy(pos)[:, None] + torch.arange(128)[None, :]).reshape(-1)
+        buf[idx.cuda()] = torch.from_numpy(np.repeat(nxt, 128).astype(np.int32)).cuda()
+        cases = []
+        if where == "miss":
+            for cg in (0, 1):
+                for P in (1, 4, 16, 32):
+                    for S in (1, 2, 4):
+                        cases.append((P, S, 1, cg))
+            for P in (1, 16):
+                for S, gap in ((2, 2), (2, 4), (4, 2), (4, 4)):
+                    cases.append((P, S, gap, 0))
+        else:
+            for P in (1, 16):
+                for S in (1, 2, 4):
+                    cases.append((P, S, 1, 1))
+        for P, S, gap, cg in cases:
+            W = 8 * S
+            step = nodes // P
+            starts = torch.from_numpy(pos[np.arange(P) * step].astype(np.int32)).cuda()
+            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+            t = []
+            ok = True
+            for h in hops:
+                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=gap, CG=cg, num_warps=4)
+                fn()
+                torch.cuda.synchronize()
+                want = pos[(np.arange(P) * step + h) % nodes]
+                ok = ok and bool((out.view(P, W).cpu().numpy() == want[:, None]).all())
+                t.append(_bench_us(fn) if where == "miss" else _time_noflush_us(fn))
+            per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
+            lines = P * -(-((S - 1) * 8 * gap + 8) // 32)
+            rows.append({"where": where, "chains": P, "sectors": S, "gap": gap, "cg": cg, "lines_per_hop": lines,
+                         "bytes_per_hop": 32 * S * P, "us": t, "ok": ok, "ns_per_hop": per_hop * 1e9,
+                         "cycles_per_hop": per_hop * clock})
+            print("sectorlat", rows[-1], flush=True)
+        del buf
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _chase_buffer(nodes: np.ndarray, width: int):
+    """An int32 buffer in which chain r's hop j (``nodes[r, j]``, an element offset) holds
+    ``nodes[r, j + 1]`` in each of the ``width`` elements the hop reads."""
+    n = int(nodes.max()) + 128
+    buf = torch.zeros(n, dtype=torch.int32, device="cuda")
+    idx = torch.from_numpy((nodes[:, :-1, None] + np.arange(width)[None, None, :]).reshape(-1))
+    val = torch.from_numpy(np.repeat(nodes[:, 1:].reshape(-1), width).astype(np.int32))
+    buf[idx.cuda()] = val.cuda()
+    return buf
+
+
+def sectorpitch(sm_count: int, clock: float) -> list:
+    """The same pointer chains as ``sectorlat`` (one CTA of 4 warps, 1, 2 or 4 sectors per line per
+    hop, every hop after do_bench's L2 flush) with the P lines of a hop laid out as a streamed
+    tile's rows: at one random column of P rows ``pitch`` bytes apart, in a random block of P rows
+    per hop (``rows``), against P lines anywhere (``random``); and ``sequential``: 4 hops through
+    the 4 sectors of each line, as a tile of 32-byte rows walks along its rows."""
+    rows = []
+    H = 1024
+    rng = np.random.default_rng(11)
+    for layout, P, pitch in (("random", 16, 0), ("rows", 16, 16384), ("rows", 16, 16512), ("rows", 16, 8192),
+                             ("rows", 16, 4224), ("rows", 4, 16384), ("rows", 64, 16384), ("sequential", 16, 0),
+                             ("sequential", 16, 16384)):
+        for S in ((1,) if layout == "sequential" else (1, 2, 4)):
+            W = 8 * S
+            if layout == "random":
+                lines = rng.choice(277_000_000 // 128, size=P * (H + 1), replace=False).reshape(P, H + 1)
+                nodes = lines * 32
+            elif layout == "rows":
+                block = P * pitch // 4                                  # elements per block of P rows
+                z = rng.permutation(max(H + 1, 268_435_456 // (P * pitch)))[: H + 1]
+                col = rng.integers(0, pitch // 128, size=H + 1) * 32
+                nodes = z[None, :] * block + np.arange(P)[:, None] * (pitch // 4) + col[None, :]
+            else:
+                nl = H // 4 + 1
+                if pitch:
+                    z = rng.permutation(268_435_456 // (P * pitch))[:nl]
+                    col = rng.integers(0, pitch // 128, size=nl) * 32
+                    ln = z[None, :] * (P * pitch // 4) + np.arange(P)[:, None] * (pitch // 4) + col[None, :]
+                else:
+                    ln = rng.choice(277_000_000 // 128, size=P * nl, replace=False).reshape(P, nl) * 32
+                j = np.arange(H + 1)
+                nodes = ln[:, j // 4] + (j % 4)[None, :] * 8
+            nodes = nodes.astype(np.int64)
+            buf = _chase_buffer(nodes, W)
+            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
+            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+            t, ok = [], True
+            for h in (256, 1024):
+                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=0, num_warps=4)
+                fn()
+                torch.cuda.synchronize()
+                ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
+                t.append(_bench_us(fn))
+            per_hop = (t[1] - t[0]) * 1e-6 / 768
+            rows.append({"layout": layout, "chains": P, "pitch_bytes": pitch, "sectors": S, "us": t, "ok": ok,
+                         "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
+            print("sectorpitch", rows[-1], flush=True)
+            del buf
+            torch.cuda.empty_cache()
+    return rows
+
+
+def sectorstream(sm_count: int, clock: float) -> list:
+    """``stream_cols``'s access pattern as pointer chains (plain LDG, each hop waiting for the last):
+    one CTA of 4 warps walks P rows along their length, 32 x S bytes of every row per hop (hop j
+    reads row r at byte j * 32 * S), every hop after do_bench's L2 flush. Against ``stream_cols``
+    (cp.async into shared memory) at the same rows and bytes per row, it tells the copy path's
+    share of a streamed tile's round trip from the L2's and the DRAM's."""
+    rows = []
+    H = 1024
+    for P in (16, 64):
+        for S in (1, 2, 4, 8):
+            W = 8 * S
+            pitch = 1 << int(math.ceil(math.log2((H + 1) * W)))       # elements per row
+            nodes = (np.arange(P)[:, None] * pitch + np.arange(H + 1)[None, :] * W).astype(np.int64)
+            buf = _chase_buffer(nodes, W)
+            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
+            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+            for cg in (0, 1):
+                t, ok = [], True
+                for h in (256, 1024):
+                    fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=cg, num_warps=4)
+                    fn()
+                    torch.cuda.synchronize()
+                    ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
+                    t.append(_bench_us(fn))
+                per_hop = (t[1] - t[0]) * 1e-6 / 768
+                rows.append({"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S, "cg": cg, "us": t,
+                             "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
+                print("sectorstream", rows[-1], flush=True)
+            del buf
+            torch.cuda.empty_cache()
+    return rows
+
+
+def sectorlines(sm_count: int, clock: float) -> list:
+    """The latency of one CTA's P concurrent requests (P lines anywhere, 1 or 4 sectors each, the
+    chains of ``sectorlat``) against P = 1..256: ``miss`` every hop a new line after do_bench's L2
+    flush (hops 256 and 1024); ``hit`` the same chains over 8 MiB or less kept in the L2
+    (ld.global.cg, no flush; hops 64 and 256). 4 warps, and 8 at a few P."""
+    rows = []
+    rng = np.random.default_rng(13)
+    for where, hops, region in (("miss", (256, 1024), 2_000_000_000), ("hit", (64, 256), 40_000_000)):
+        H = hops[1]
+        for P in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            nodes = (rng.choice(region // 128, size=P * (H + 1), replace=False).reshape(P, H + 1) * 32).astype(np.int64)
+            buf = _chase_buffer(nodes, 32)
+            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
+            for S in (1, 4):
+                for nw in ((4, 8) if P in (16, 64, 256) and S == 1 else (4,)):
+                    W = 8 * S
+                    out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+                    cg = 1 if where == "hit" else 0
+                    t, ok = [], True
+                    for h in hops:
+                        fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=cg, num_warps=nw)
+                        fn()
+                        torch.cuda.synchronize()
+                        ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
+                        t.append(_bench_us(fn) if where == "miss" else _time_noflush_us(fn))
+                    per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
+                    rows.append({"where": where, "chains": P, "sectors": S, "num_warps": nw, "cg": cg, "us": t,
+                                 "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
+                    print("sectorlines", rows[-1], flush=True)
+            del buf
+            torch.cuda.empty_cache()
+    return rows
+
+
+def sectorhits(sm_count: int, clock: float) -> list:
+    """``sectorlines``' hits, with less noise: each of the P chains cycles through 128 lines of its
+    own (P x 16 KiB, at most 4 MiB, kept in the L2: ld.global.cg, no flush), hops 256 and 1024."""
+    rows = []
+    rng = np.random.default_rng(17)
+    K, hops = 128, (256, 1024)
+    for P in (1, 4, 16, 32, 64, 128, 256):
+        ring = rng.choice(40_000_000 // 128, size=P * K, replace=False).reshape(P, K) * 32
+        nodes = ring[:, np.arange(K + 1) % K].astype(np.int64)
+        buf = _chase_buffer(nodes, 32)
+        starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
+        for S in (1, 4):
+            W = 8 * S
+            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+            t, ok = [], True
+            for h in hops:
+                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=1, num_warps=4)
+                fn()
+                torch.cuda.synchronize()
+                ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h % K][:, None]).all())
+                t.append(_time_noflush_us(fn, reps=50))
+            per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
+            rows.append({"where": "hit", "chains": P, "sectors": S, "num_warps": 4, "cg": 1, "ring": K, "us": t,
+                         "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
+            print("sectorhits", rows[-1], flush=True)
+        del buf
+        torch.cuda.empty_cache()
+    return rows
 
 
 def _init(k):
