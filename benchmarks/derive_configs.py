@@ -90,7 +90,9 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
              tensor_flops_per_s=tensor, fp32_flops_per_s=sms * A100_FP32_LANES * 2 * clk * f["fp32"],
              simt_lane_ops_per_clk_per_sm={k: v * A100_FP32_LANES / FP32_LANES
                                            for k, v in h200.simt_lane_ops_per_clk_per_sm.items()},
-             sfu_ops_per_clk_per_sm=16.0, power_limit_w=None, idle_power_w=0.0, activity_energy_j={})
+             sfu_ops_per_clk_per_sm=16.0, power_limit_w=None, idle_power_w=0.0, activity_energy_j={},
+             request_latency_cycles={w: {n: round(x * clk / h200.clock_hz, 1) for n, x in t.items()}
+                                     for w, t in h200.request_latency_cycles.items()})
     if "compute_capability" in d:
         d["compute_capability"] = 80          # H: sm_80 (Ampere GA100): Triton compiles mma.sync, no wgmma
     src.update(
@@ -126,6 +128,11 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         hbm_piece_efficiency="E: measured on the H200's HBM3e (benchmarks/micro_fidelity.py dramchunk); the A100's "
                              "HBM2/HBM2e pages are not measured here",
         cp_async_min_bytes="H: PTX ISA, cp.async (sm_80 and later) copies 4, 8 or 16 bytes",
+        l2_fetch_bytes="E: measured on the H200 (ncu); Ampere's L2 is sectored the same way and CUDA 11 "
+                       "introduced cudaLimitMaxL2FetchGranularity for it (not measured on Ampere)",
+        request_latency_cycles="E: the H200's measured extra cycles (benchmarks/micro_fidelity.py sectorlines, "
+                               "sectorhits) at the same nanoseconds, x 1.41/1.98 for the A100's clock; not "
+                               "measured on Ampere",
         launch_overhead_us="E: measured on the H200 host; launch cost is mostly driver and host side",
         sync_overhead_us="E: measured on the H200 host",
         power_limit_w="not set: no Ampere clock or power measurement here, so the A100's clock stays at its 1.41 GHz "

@@ -961,3 +961,25 @@ def mlp_fields(rows: list, sm_count: int) -> dict:
         rate = (hi["tile_bytes"] - lo["tile_bytes"]) / (hi["cycles_per_iter"] - lo["cycles_per_iter"])
         out["warp_load_bytes_per_clk"] = round(rate / hi["num_warps"], 3)
     return out
+
+
+def request_latency_fields(lines_rows: list, hit_rows: list) -> dict:
+    """``request_latency_cycles`` from the pointer chains of ``sectorlines`` (misses) and
+    ``sectorhits`` (hits), 4 warps: the cycles per hop of R lines at once less those of one line.
+    R counts distinct requests: with fewer elements than threads (P x 8 x sectors < 128) Triton
+    replicates the tile over the warps and each warp asks again, so those rows are left out, except
+    one chain of one sector (four warps asking for the same line: the one-line latency). Where both
+    1 and 4 sectors per line give R, the 1-sector row (32 bytes a line, the bytes' own share
+    smallest) is taken."""
+    out = {}
+    for where, rows in (("miss", [r for r in lines_rows if r["where"] == "miss"]), ("hit", hit_rows)):
+        rows = [r for r in rows if r["ok"] and r["num_warps"] == 4]
+        base = [r["cycles_per_hop"] for r in rows if r["chains"] == 1 and r["sectors"] == 1]
+        by_r = {}
+        for r in sorted(rows, key=lambda r: -r["sectors"]):          # 1-sector rows win
+            if r["chains"] * 8 * r["sectors"] >= 128:
+                by_r[r["chains"]] = r["cycles_per_hop"]
+        if base:
+            out[where] = {n: round(max(0.0, c - base[0]), 1) for n, c in sorted(by_r.items()) if n > 1}
+    return out
+

@@ -54,6 +54,8 @@ PLAUSIBLE = {
     "staged_access_cost": (1.0, 100.0, ()),                  # 1.25 .. 3.3 measured
     "hbm_piece_efficiency": (0.01, 1.0, ()),                 # 0.54 (32-byte pieces) .. 1 measured
     "cp_async_min_bytes": (0, 16, ()),                       # 4 (PTX cp.async cp-size 4, 8, 16)
+    "l2_fetch_bytes": (0, 4096, ()),                         # 64 measured (ncu: every other sector hits)
+    "request_latency_cycles": (0, 100000, ()),               # 0 .. ~850 measured (256 lines at once)
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
@@ -90,6 +92,8 @@ def plausibility_problem(name: str, v: float) -> str | None:
     """Why ``v`` is implausible for field ``name`` (with a unit hint when one fits), or None."""
     if name not in PLAUSIBLE or v is None or isinstance(v, bool):
         return None
+    if isinstance(v, dict):         # a nested table (request_latency_cycles): its entries
+        return next((w for w in map(lambda x: plausibility_problem(name, x), v.values()) if w), None)
     lo, hi, hints = PLAUSIBLE[name]
     if lo <= v <= hi:
         return None
@@ -184,6 +188,16 @@ class GPUConfig(BaseModel):
     # loop does not run it ahead (backends/sim/codegen.py copies_async). 0 = every staged tile is
     # copied asynchronously (ideal).
     cp_async_min_bytes: NonNegativeInt = 0
+    # bytes an L2 read miss fetches from DRAM: the aligned block of this size around each missed
+    # sector (64 = a 32-byte miss brings its neighbour sector too, which a later request then finds
+    # present). 0 = only the sectors asked for (each 32 bytes). Measured by ncu on the H200.
+    l2_fetch_bytes: NonNegativeInt = 0
+    # a tile's round trip against how many L2 line requests it makes at once (its lines): the extra
+    # cycles over one request's latency, for a tile that misses ("miss", after hbm_latency_cycles)
+    # and one that hits ("hit", after l2_latency_cycles), by number of lines; interpolated linearly
+    # between keys and extended past the largest with the last slope. Empty = every tile waits
+    # one request's latency (ideal). Measured by benchmarks/micro_fidelity.py sectorlines/sectorhits.
+    request_latency_cycles: dict[str, dict[int, NonNegativeFloat]] = {}
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0
@@ -227,11 +241,30 @@ class GPUConfig(BaseModel):
     @classmethod
     def _plausible(cls, v, info):
         for key, x in (v.items() if isinstance(v, dict) else ((None, v),)):
+            if isinstance(x, dict):     # nested tables check their own entries (request_latency_cycles)
+                continue
             why = plausibility_problem(info.field_name, x)
             if why:
                 where = info.field_name + (f".{key}" if key is not None else "")
                 raise PydanticCustomError("implausible", "{where} = {value}: {why}",
                                           {"where": where, "value": f"{x:g}", "why": why})
+        return v
+
+    @field_validator("request_latency_cycles", mode="after")
+    @classmethod
+    def _request_latency(cls, v, info):
+        for where, table in v.items():
+            if where not in ("miss", "hit"):
+                raise PydanticCustomError("key_class", "unknown request_latency_cycles class {bad}; allowed: hit, miss",
+                                          {"bad": where})
+            for n, x in table.items():
+                if n < 1:
+                    raise PydanticCustomError("implausible", "request_latency_cycles.{where}.{n}: lines must be >= 1",
+                                              {"where": where, "n": str(n)})
+                why = plausibility_problem("request_latency_cycles", x)
+                if why:
+                    raise PydanticCustomError("implausible", "request_latency_cycles.{where}.{n} = {value}: {why}",
+                                              {"where": where, "n": str(n), "value": f"{x:g}", "why": why})
         return v
 
     @field_validator("dependent_latency_cycles", "staged_access_cost", "activity_energy_j", mode="after")

@@ -104,6 +104,25 @@ def hbm_piece_cost(piece_bytes: float, cfg: GPUConfig) -> float:
     return 1.0
 
 
+def request_latency(table: dict, lines: float) -> float:
+    """Extra cycles of a tile's round trip over one request's latency when it asks for ``lines``
+    L2 lines at once (``GPUConfig.request_latency_cycles["miss"]`` or ``["hit"]``): linear between
+    the measured line counts (from 0 extra at one line), the last slope past the largest; 0 with
+    no table."""
+    if not table or lines <= 1:
+        return 0.0
+    pts = sorted(table.items())
+    if pts[0][0] > 1:
+        pts.insert(0, (1, 0.0))
+    for (n0, x0), (n1, x1) in zip(pts, pts[1:]):
+        if lines <= n1:
+            return x0 + (x1 - x0) * (lines - n0) / (n1 - n0)
+    if len(pts) == 1:
+        return pts[0][1]
+    (n0, x0), (n1, x1) = pts[-2], pts[-1]
+    return x1 + (x1 - x0) * (lines - n1) / (n1 - n0)
+
+
 def port_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     """The access width whose cost a register tile's load or store pays on the SM's load/store path.
 

@@ -17,6 +17,15 @@ iterations): 1,032 L2 sector lookup hits out of 4.33 M sector lookups
 4.33 M sectors (``dram__sectors_read.sum``, 138 MB), the bytes asked for. So the second half of a
 line is a miss, not a hit, and DRAM traffic is counted per missed sector.
 
+Fetch blocks: a miss fetches the aligned block of ``fetch_bytes`` around each missed sector (64 on
+the H200: a 32-byte miss brings its neighbour sector too). ncu on the ``stream_cols`` kernel at
+32-byte tile rows, which reads the four sectors of each line in four consecutive iterations
+(``docs/validation/h200/micro/ncu_probe_round9.json``): 4,096 of 8,208 sector lookups hit, every
+second one, while at 64-byte rows none do, and DRAM reads stay equal to the bytes asked for (the
+neighbour is used). Pointer chains over the four sectors of each line in turn
+(``micro_round10b.json`` sectorpitch "sequential") take the mean of a miss and an L2 hit per hop.
+Stores allocate only the sectors they write.
+
 Layout, for speed (a lookup is a few memory touches, the simulator's hottest loop): each way's
 tag, LRU stamp, owner and ready time share one 32-byte record of ``meta`` (``(sets, ways, 4)``),
 so a predicted hit touches one host cache line. The sector mask (one bit per 32-byte sector, up to
@@ -62,7 +71,7 @@ def _first_set(block, nsets):
 # sectors needed).
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
-            now, who):
+            now, who, group):
     misses = msec = nsec = 0                # missed lines, missed sectors, sectors needed
     latest_ready = 0.0
     mask = (1 << line_shift) - 1
@@ -89,9 +98,7 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 block = line >> 5
                 set0 = _first_set(block, nsets)
             s = set0 + (line & 31)
-            if s >= nsets:
-                s %= nsets
-            sb = s * sw
+            sb = (s % nsets if s >= nsets else s) * sw
             hk = line & hmask
             w = np.int64(hint[U(hk)])          # the predicted way
             if meta[U(sb + w * META + TAG)] != line:
@@ -106,13 +113,14 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 m = sb + w * META
                 meta[U(m + STAMP)] = clk
                 have = meta[U(m + OWNER)] >> MASK_SHIFT
-                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
                 rd = meta_f[U(m + READY)]
                 latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
-                need &= ~have               # the sectors to fetch (none: a hit)
-                if need == 0:
+                need = _widen(need & ~have, group) & full & ~have if need & ~have else 0   # to fetch
+                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
+                if need == 0:               # a hit
                     continue
             else:
+                need = _widen(need, group) & full
                 m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
                 hint[U(hk)] = (m - sb) // META
             msec += _popcount8(need)
@@ -121,6 +129,18 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             misses += 1
     clock[0] = clk
     return clk - clk0 - misses, misses, latest_ready, msec, nsec      # hits: the lines that did not miss
+
+
+@njit(cache=True)
+def _widen(x, group):
+    """A sector mask widened to whole aligned fetch blocks of ``group`` (1, 2, 4 or 8) sectors."""
+    if group >= 2:
+        x |= ((x & 0x55) << 1) | ((x & 0xAA) >> 1)
+    if group >= 4:
+        x |= ((x & 0x33) << 2) | ((x & 0xCC) >> 2)
+    if group >= 8:
+        x |= ((x & 0x0F) << 4) | ((x & 0xF0) >> 4)
+    return x
 
 
 @njit(cache=True)
@@ -175,7 +195,7 @@ class L2Cache:
     from the same empty state either way): refilling mapped memory costs ~1 ms, while fresh pages
     cost the host up to ~30 ms of page faults per point."""
 
-    def __init__(self, capacity_bytes: int, line_bytes: int = 128, ways: int = 16):
+    def __init__(self, capacity_bytes: int, line_bytes: int = 128, ways: int = 16, fetch_bytes: int = 0):
         self.line_bytes = int(line_bytes)
         self.line_shift = self.line_bytes.bit_length() - 1
         if 1 << self.line_shift != self.line_bytes:
@@ -183,6 +203,9 @@ class L2Cache:
         if not 1 << SECTOR_SHIFT <= self.line_bytes <= 8 << SECTOR_SHIFT:
             raise ValueError(f"L2 line size {line_bytes} B must be 32 to 256 B (1 to 8 sectors of 32 B)")
         self.sectors_per_line = self.line_bytes >> SECTOR_SHIFT
+        # sectors a read miss fetches together (a power of two up to the line)
+        g = max(1, int(fetch_bytes) >> SECTOR_SHIFT)
+        self.fetch_group = min(1 << (g.bit_length() - 1), self.sectors_per_line)
         self.ways = w = int(ways)
         self.nsets = max(1, int(capacity_bytes) // (self.line_bytes * self.ways))
         spare = _SPARE.pop((self.nsets, w), None)
@@ -236,14 +259,14 @@ class L2Cache:
         self.stamps[stale] = 0
         self.ready[stale] = 0.0
 
-    def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0):
+    def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
         slots = self._miss_slots
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
         hits, misses, ready, self.missed_sectors, self.sectors = _access(
             self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
-            self.line_shift, self.nsets, self.ways, float(now), who)
+            self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
         self._pending = misses
         return hits, misses, ready
 

@@ -70,6 +70,10 @@ class MemoryPath:
         self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
                           cfg.warp_load_bytes_per_clk * num_warps if cfg.warp_load_bytes_per_clk else None)
         self.tiles: dict = {}     # (load idx, repeat, offsets) -> the tile's placement (see ``tile``) or None
+        # a tile's round trip grows with the lines it asks for at once (codegen.request_latency):
+        # (hit, miss) extra cycles by line count, memoised
+        self.req_tables = (cfg.request_latency_cycles.get("hit", {}), cfg.request_latency_cycles.get("miss", {}))
+        self.req_extra: dict = {}
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
@@ -141,12 +145,13 @@ class MemoryPath:
         ch.busy += dur
         if t > ready:
             ready = t
-        ready += self.l2_latency
+        extra = self.request_extra((hits + misses) // nrep, misses > 0)
+        lat = self.l2_latency + (0.0 if misses else extra)
+        ready += lat
         if hit_ready > ready:
             ready = hit_ready
-        lat = self.l2_latency
         if misses:
-            lat = self.hbm_latency
+            lat = self.hbm_latency + extra
             fill = self.hbm.transfer(miss_bytes * piece_cost, now) + lat
             self.l2.fill_done(fill)
             if fill > ready:
@@ -156,6 +161,15 @@ class MemoryPath:
             if t > ready:
                 ready = t
         return ready + exposures * lat
+
+    def request_extra(self, lines: int, miss: bool) -> float:
+        """Extra round-trip cycles of a tile that asks for ``lines`` lines at once (one iteration's:
+        a merged tile stands for several), memoised (codegen.request_latency)."""
+        key = (lines, miss)
+        x = self.req_extra.get(key)
+        if x is None:
+            x = self.req_extra[key] = codegen.request_latency(self.req_tables[miss], lines)
+        return x
 
     def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
         """Write a tile: allocated in the L2 (a later kernel's read can hit; the sectors it writes become
@@ -173,7 +187,7 @@ class MemoryPath:
             port = codegen.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
             if port > nbytes:
                 sm.port.transfer(port, now)
-        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who)
+        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
         self.l2.fill_done(now)
         self.l2ch.transfer(nbytes, now)
         self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
