@@ -931,14 +931,25 @@ def config_fields(micro: dict) -> dict:
     return out
 
 
-def mlp_fields(rows: list, sm_count: int) -> dict:
+def mlp_fields(rows: list, sm_count: int, miss_table: dict | None = None) -> dict:
     """Per-CTA fill rates from the mlp rows. A loop that is not pipelined (stages 1 and 2: Triton
     waits for every copy at the top of the iteration) takes compute + latency + tile / rate per
     iteration; the dot's own time (``dot_compute``) is taken off, and the rate is the slope of the
     remaining memory time between the 8 KiB and the 32 KiB tile (HBM, half the SMs streaming, so
     the HBM is not the limit). Registers (``reg``: LDG, nothing pipelined, all SMs): the same slope
-    per warp."""
+    per warp.
+
+    ``miss_table`` (``request_latency_cycles["miss"]``, measured by ``sectorlines``): the extra
+    round trip of a tile of that many lines (2 per 256-byte row here) is taken off first, so the
+    slope is the bytes' own share. A series whose memory time then does not grow with the tile
+    has no rate of its own (an unlimited rate); with the table, 3 of the 4 cp.async series are
+    such, and their median is unlimited: no ``cta_async_fill_bytes_per_clk`` (None)."""
     import statistics
+
+    from gpusim.backends.sim.codegen import request_latency
+
+    def extra(r):
+        return request_latency(miss_table or {}, 2 * r["BLOCK_N"])
 
     ok = [r for r in rows if "us" in r and r.get("ok", True)]
     comp = {(r["num_warps"], r["BLOCK_N"]): r["cycles_per_iter"] for r in ok if r["kind"] == "dot_compute"}
@@ -949,16 +960,19 @@ def mlp_fields(rows: list, sm_count: int) -> dict:
             for r in ok:
                 if (r["kind"], r["ctas"], r["num_warps"], r["stages"]) == ("dot", sm_count // 2, nw, st) \
                         and (nw, r["BLOCK_N"]) in comp:
-                    mem[r["tile_bytes"]] = (r["cycles_per_iter"] - comp[(nw, r["BLOCK_N"])])
-            if len(mem) >= 2 and mem[max(mem)] > mem[min(mem)]:
-                slopes.append((max(mem) - min(mem)) / (mem[max(mem)] - mem[min(mem)]))
+                    mem[r["tile_bytes"]] = (r["cycles_per_iter"] - comp[(nw, r["BLOCK_N"])] - extra(r))
+            if len(mem) >= 2:
+                grow = mem[max(mem)] - mem[min(mem)]
+                slopes.append((max(mem) - min(mem)) / grow if grow > 0 else math.inf)
     out = {}
     if slopes:
-        out["cta_async_fill_bytes_per_clk"] = round(statistics.median(slopes), 2)
+        rate = statistics.median(slopes)
+        out["cta_async_fill_bytes_per_clk"] = round(rate, 2) if math.isfinite(rate) else None
     reg = {r["tile_bytes"]: r for r in ok if r["kind"] == "reg" and r["stages"] == 1}
     if len(reg) >= 2:
         lo, hi = reg[min(reg)], reg[max(reg)]
-        rate = (hi["tile_bytes"] - lo["tile_bytes"]) / (hi["cycles_per_iter"] - lo["cycles_per_iter"])
+        rate = (hi["tile_bytes"] - lo["tile_bytes"]) / (hi["cycles_per_iter"] - extra(hi)
+                                                          - lo["cycles_per_iter"] + extra(lo))
         out["warp_load_bytes_per_clk"] = round(rate / hi["num_warps"], 3)
     return out
 

@@ -72,8 +72,7 @@ def _first_set(block, nsets):
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who, group):
-    misses = msec = nsec = 0                # missed lines, missed sectors, sectors needed
-    latest_ready = 0.0
+    misses, msec, nsec, asked, latest_ready = 0, 0, 0, 0, 0.0  # missed lines, sectors fetched, needed, missed
     mask = (1 << line_shift) - 1
     if pitch == row_bytes and (row_bytes & mask) == 0 and (base & mask) == 0:
         row_bytes, nrows = nrows * row_bytes, 1     # whole-line rows back to back: the same lines in order
@@ -115,20 +114,29 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 have = meta[U(m + OWNER)] >> MASK_SHIFT
                 rd = meta_f[U(m + READY)]
                 latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
-                need = _widen(need & ~have, group) & full & ~have if need & ~have else 0   # to fetch
+                need, lack = _fetch(have, need, group, full)     # to fetch; asked for and absent
                 meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
                 if need == 0:               # a hit
                     continue
             else:
-                need = _widen(need, group) & full
+                need, lack = _fetch(0, need, group, full)
                 m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
                 hint[U(hk)] = (m - sb) // META
             msec += _popcount8(need)
+            asked += _popcount8(lack)
             meta_f[U(m + READY)] = now
             miss_slots[U(misses)] = m + READY          # sized by the caller for every line
             misses += 1
     clock[0] = clk
-    return clk - clk0 - misses, misses, latest_ready, msec, nsec      # hits: the lines that did not miss
+    return clk - clk0 - misses, misses, latest_ready, msec, nsec, asked   # hits: the lines that did not miss
+
+
+@njit(cache=True)
+def _fetch(have, need, group, full):
+    """(sectors a line fetches, sectors asked for that it lacks): the lacking ones widened to whole
+    aligned fetch blocks of ``group`` sectors, less those present."""
+    lack = need & ~have
+    return _widen(lack, group) & full & ~have, lack
 
 
 @njit(cache=True)
@@ -188,8 +196,9 @@ _SPARE: dict = {}   # (sets, ways) -> (meta, hint) of a released cache: the next
 
 class L2Cache:
     """Tags-only sectored LRU cache; ``access`` returns (hit_lines, miss_lines, latest ready time of the
-    lines found) and leaves the sectors it missed and the sectors it needed in ``missed_sectors``
-    and ``sectors`` (a line with only some of its needed sectors present counts as a missed line).
+    lines found) and leaves the sectors it needed, those of them it missed and those it fetched
+    from DRAM (whole fetch blocks, ``fetch_bytes``) in ``sectors``, ``missed_sectors`` and
+    ``fetched_sectors`` (a line with only some of its needed sectors present counts as a missed line).
 
     ``release`` hands the cache's arrays to the next cache of the same shape (a fresh one starts
     from the same empty state either way): refilling mapped memory costs ~1 ms, while fresh pages
@@ -228,7 +237,8 @@ class L2Cache:
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
         self._pending = 0
-        self.missed_sectors = 0     # of the last ``access``
+        self.missed_sectors = 0     # of the last ``access``: sectors asked for and absent,
+        self.fetched_sectors = 0    # sectors it fetched (whole fetch blocks)
         self.sectors = 0
 
     def release(self) -> None:
@@ -264,7 +274,7 @@ class L2Cache:
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        hits, misses, ready, self.missed_sectors, self.sectors = _access(
+        hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
             self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
             self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
         self._pending = misses

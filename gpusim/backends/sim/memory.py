@@ -123,7 +123,7 @@ class MemoryPath:
         # then (ncu on an H200: docs/validation/h200/micro/ncu_probe_round8.json, 1,032 sector hits
         # of 4.33 M lookups and DRAM reads equal to the bytes asked for)
         sectors = l2.sectors
-        miss_bytes = l2.missed_sectors * SECTOR_BYTES
+        miss_bytes = l2.fetched_sectors * SECTOR_BYTES
         c = self.counters
         c.l2_read_bytes += nbytes
         c.l2_hit_bytes += nbytes * (sectors - l2.missed_sectors) / sectors if sectors else 0.0
