@@ -148,19 +148,20 @@ class MemoryPath:
         extra = self.request_extra((hits + misses) // nrep, misses > 0)
         lat = self.l2_latency + (0.0 if misses else extra)
         ready += lat
-        if hit_ready > ready:
-            ready = hit_ready
         if misses:
             lat = self.hbm_latency + extra
             fill = self.hbm.transfer(miss_bytes * piece_cost, now) + lat
-            self.l2.fill_done(fill)
+            # a merged tile's later iterations' lines arrive their exposures later: a CTA sharing
+            # them waits for those, as it would at full fidelity
+            self.l2.fill_done(fill + exposures * lat)
             if fill > ready:
                 ready = fill
         if rate:
             t = now + lat + cost / rate
             if t > ready:
                 ready = t
-        return ready + exposures * lat
+        ready += exposures * lat
+        return ready if ready > hit_ready else hit_ready
 
     def request_extra(self, lines: int, miss: bool) -> float:
         """Extra round-trip cycles of a tile that asks for ``lines`` lines at once (one iteration's:

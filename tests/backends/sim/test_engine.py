@@ -95,9 +95,10 @@ def test_elementwise_fusion_ratio(gpu):
 @pytest.mark.parametrize("gpu", ["h100-ideal", "h100"])
 def test_sampling_matches_full_simulation(kernel, p, tol, gpu):
     # on the measured h100 (fill rates and per-iteration latency, which merged loop steps charge
-    # once per group of iterations) fast mode is within 5% of full: 2.9% worst (causal flash) before
-    # a tile's latency grew with its lines (request_latency_cycles), 4.8% since (flash d=64 at 2048,
-    # whose K/V tiles of 64 lines add 386 cycles to every miss: fast is the faster)
+    # once per group of iterations) fast mode is within 3% of full. A merged tile's lines are ready
+    # for the CTAs that share them only when its last iteration's would be (MemoryPath.load): when
+    # they were all ready after one latency, flash d=64 at 2048 (K/V shared by 16 CTAs) was 9% fast
+    # once a tile's round trip grew with its lines (request_latency_cycles)
     tol = tol if gpu.endswith("-ideal") else 0.05
     fast = gpusim.simulate(kernel, gpu, check=False, **p)
     full = gpusim.simulate(kernel, gpu, check=False, fidelity="full", **p)

@@ -102,3 +102,20 @@ def test_a_tile_of_more_lines_waits_longer(rows):
     extra = codegen.request_latency(h200.request_latency_cycles["miss"], rows) / h200.clock_hz * 1e6 * iters
     assert with_t - without == pytest.approx(extra, rel=0.15)
     assert math.isclose(codegen.request_latency(load_gpu("h100-ideal").request_latency_cycles.get("miss", {}), rows), 0)
+
+
+def test_the_shipped_fill_rates_are_the_mlp_slopes_net_of_the_round_trip():
+    """micro_fidelity.mlp_fields on the recorded mlp microbenchmark: without the measured round trip
+    it gives the old rates (56.48 B/clk per CTA, 3.437 per warp); with it, what configs/h200.yaml
+    ships (no cp.async rate left, 4.661 per warp)."""
+    src = (ROOT / "benchmarks" / "micro_fidelity.py").read_text()
+    ns: dict = {"math": math}
+    exec(src[src.index("def mlp_fields"):src.index("def request_latency_fields")], ns)
+    mlp = json.loads((MICRO / "micro_mlp.json").read_text())
+    h200 = load_gpu("h200")
+    assert ns["mlp_fields"](mlp["mlp"], mlp["sm_count"]) == {"cta_async_fill_bytes_per_clk": 56.48,
+                                                              "warp_load_bytes_per_clk": 3.437}
+    got = ns["mlp_fields"](mlp["mlp"], mlp["sm_count"], h200.request_latency_cycles["miss"])
+    assert got == {"cta_async_fill_bytes_per_clk": h200.cta_async_fill_bytes_per_clk,
+                   "warp_load_bytes_per_clk": h200.warp_load_bytes_per_clk}
+    assert h200.cta_async_fill_bytes_per_clk is None
