@@ -699,6 +699,31 @@ def _chase_buffer(nodes: np.ndarray, width: int):
     return buf
 
 
+def _time_chains(buf, nodes: np.ndarray, W: int, hops: tuple, *, gap: int = 1, cg: int = 0, nw: int = 4,
+                 flush: bool = True, ring: int = 0) -> tuple:
+    """(times in us at both hop counts, every chain ended where it should, seconds per hop) of
+    ``_sector_chase`` over ``buf`` from ``nodes[:, 0]`` (``ring``: the chains cycle through that many
+    nodes). ``flush``: do_bench's L2 flush before each run (misses); else the data stays in the L2."""
+    P = nodes.shape[0]
+    starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
+    out = torch.empty(P * W, dtype=torch.int32, device="cuda")
+    t, ok = [], True
+    for h in hops:
+        fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=gap, CG=cg, num_warps=nw)
+        fn()
+        torch.cuda.synchronize()
+        ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h % ring if ring else h][:, None]).all())
+        t.append(_bench_us(fn) if flush else _time_noflush_us(fn, reps=50 if ring else 20))
+    return t, ok, (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
+
+
+def _chain_row(section: str, rows: list, fields: dict, timed: tuple, clock: float) -> None:
+    """Append (and print) one pointer-chain measurement: ``fields`` plus ``_time_chains``' result."""
+    t, ok, per_hop = timed
+    rows.append({**fields, "us": t, "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
+    print(section, rows[-1], flush=True)
+
+
 def sectorpitch(sm_count: int, clock: float) -> list:
     """The same pointer chains as ``sectorlat`` (one CTA of 4 warps, 1, 2 or 4 sectors per line per
     hop, every hop after do_bench's L2 flush) with the P lines of a hop laid out as a streamed
@@ -733,19 +758,8 @@ def sectorpitch(sm_count: int, clock: float) -> list:
                 nodes = ln[:, j // 4] + (j % 4)[None, :] * 8
             nodes = nodes.astype(np.int64)
             buf = _chase_buffer(nodes, W)
-            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
-            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
-            t, ok = [], True
-            for h in (256, 1024):
-                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=0, num_warps=4)
-                fn()
-                torch.cuda.synchronize()
-                ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
-                t.append(_bench_us(fn))
-            per_hop = (t[1] - t[0]) * 1e-6 / 768
-            rows.append({"layout": layout, "chains": P, "pitch_bytes": pitch, "sectors": S, "us": t, "ok": ok,
-                         "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
-            print("sectorpitch", rows[-1], flush=True)
+            _chain_row("sectorpitch", rows, {"layout": layout, "chains": P, "pitch_bytes": pitch, "sectors": S},
+                       _time_chains(buf, nodes, W, (256, 1024)), clock)
             del buf
             torch.cuda.empty_cache()
     return rows
@@ -765,20 +779,9 @@ def sectorstream(sm_count: int, clock: float) -> list:
             pitch = 1 << int(math.ceil(math.log2((H + 1) * W)))       # elements per row
             nodes = (np.arange(P)[:, None] * pitch + np.arange(H + 1)[None, :] * W).astype(np.int64)
             buf = _chase_buffer(nodes, W)
-            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
-            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
             for cg in (0, 1):
-                t, ok = [], True
-                for h in (256, 1024):
-                    fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=cg, num_warps=4)
-                    fn()
-                    torch.cuda.synchronize()
-                    ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
-                    t.append(_bench_us(fn))
-                per_hop = (t[1] - t[0]) * 1e-6 / 768
-                rows.append({"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S, "cg": cg, "us": t,
-                             "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
-                print("sectorstream", rows[-1], flush=True)
+                _chain_row("sectorstream", rows, {"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S,
+                                                  "cg": cg}, _time_chains(buf, nodes, W, (256, 1024), cg=cg), clock)
             del buf
             torch.cuda.empty_cache()
     return rows
@@ -796,23 +799,11 @@ def sectorlines(sm_count: int, clock: float) -> list:
         for P in (1, 2, 4, 8, 16, 32, 64, 128, 256):
             nodes = (rng.choice(region // 128, size=P * (H + 1), replace=False).reshape(P, H + 1) * 32).astype(np.int64)
             buf = _chase_buffer(nodes, 32)
-            starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
             for S in (1, 4):
                 for nw in ((4, 8) if P in (16, 64, 256) and S == 1 else (4,)):
-                    W = 8 * S
-                    out = torch.empty(P * W, dtype=torch.int32, device="cuda")
                     cg = 1 if where == "hit" else 0
-                    t, ok = [], True
-                    for h in hops:
-                        fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=cg, num_warps=nw)
-                        fn()
-                        torch.cuda.synchronize()
-                        ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h][:, None]).all())
-                        t.append(_bench_us(fn) if where == "miss" else _time_noflush_us(fn))
-                    per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
-                    rows.append({"where": where, "chains": P, "sectors": S, "num_warps": nw, "cg": cg, "us": t,
-                                 "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
-                    print("sectorlines", rows[-1], flush=True)
+                    _chain_row("sectorlines", rows, {"where": where, "chains": P, "sectors": S, "num_warps": nw, "cg": cg},
+                               _time_chains(buf, nodes, 8 * S, hops, cg=cg, nw=nw, flush=where == "miss"), clock)
             del buf
             torch.cuda.empty_cache()
     return rows
@@ -828,21 +819,9 @@ def sectorhits(sm_count: int, clock: float) -> list:
         ring = rng.choice(40_000_000 // 128, size=P * K, replace=False).reshape(P, K) * 32
         nodes = ring[:, np.arange(K + 1) % K].astype(np.int64)
         buf = _chase_buffer(nodes, 32)
-        starts = torch.from_numpy(nodes[:, 0].astype(np.int32)).cuda()
         for S in (1, 4):
-            W = 8 * S
-            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
-            t, ok = [], True
-            for h in hops:
-                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=1, num_warps=4)
-                fn()
-                torch.cuda.synchronize()
-                ok = ok and bool((out.view(P, W).cpu().numpy() == nodes[:, h % K][:, None]).all())
-                t.append(_time_noflush_us(fn, reps=50))
-            per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
-            rows.append({"where": "hit", "chains": P, "sectors": S, "num_warps": 4, "cg": 1, "ring": K, "us": t,
-                         "ok": ok, "ns_per_hop": per_hop * 1e9, "cycles_per_hop": per_hop * clock})
-            print("sectorhits", rows[-1], flush=True)
+            _chain_row("sectorhits", rows, {"where": "hit", "chains": P, "sectors": S, "num_warps": 4, "cg": 1, "ring": K},
+                       _time_chains(buf, nodes, 8 * S, hops, cg=1, flush=False, ring=K), clock)
         del buf
         torch.cuda.empty_cache()
     return rows

@@ -65,10 +65,11 @@ def _first_set(block, nsets):
 # Per line, the request needs the sectors its row's bytes [start, start + row_bytes) cover ("need":
 # all sectors for the lines inside the row, a tail of the first line's, a head of the last's).
 # Outcomes: tag present with every needed sector -> a hit (which waits for the line's READY time);
-# tag present but some needed sectors absent -> a miss of those sectors only (they join the mask and
-# the line's READY becomes the new fill's); tag absent -> the LRU way is taken with only the needed
-# sectors. Returns (hit lines, missed lines, latest READY of the lines found, missed sectors,
-# sectors needed).
+# tag present but some needed sectors absent -> a miss of those sectors' fetch blocks (``group``
+# sectors, less those present: they join the mask and the line's READY becomes the new fill's); tag
+# absent -> the LRU way is taken with only the needed sectors' fetch blocks. Returns (hit lines,
+# missed lines, latest READY of the lines found, sectors fetched, sectors needed, needed sectors
+# that were absent).
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
             now, who, group):
