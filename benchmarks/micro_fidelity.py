@@ -664,25 +664,12 @@ def sectorlat(sm_count: int, clock: float) -> list:
                 for S in (1, 2, 4):
                     cases.append((P, S, 1, 1))
         for P, S, gap, cg in cases:
-            W = 8 * S
-            step = nodes // P
-            starts = torch.from_numpy(pos[np.arange(P) * step].astype(np.int32)).cuda()
-            out = torch.empty(P * W, dtype=torch.int32, device="cuda")
-            t = []
-            ok = True
-            for h in hops:
-                fn = lambda h=h: _sector_chase[(1,)](buf, starts, out, h, P=P, W=W, GAP=gap, CG=cg, num_warps=4)
-                fn()
-                torch.cuda.synchronize()
-                want = pos[(np.arange(P) * step + h) % nodes]
-                ok = ok and bool((out.view(P, W).cpu().numpy() == want[:, None]).all())
-                t.append(_bench_us(fn) if where == "miss" else _time_noflush_us(fn))
-            per_hop = (t[1] - t[0]) * 1e-6 / (hops[1] - hops[0])
+            step = nodes // P               # chain r starts r * step nodes along the cycle
+            chain = pos[(np.arange(P)[:, None] * step + np.arange(hops[1] + 1)[None, :]) % nodes]
             lines = P * -(-((S - 1) * 8 * gap + 8) // 32)
-            rows.append({"where": where, "chains": P, "sectors": S, "gap": gap, "cg": cg, "lines_per_hop": lines,
-                         "bytes_per_hop": 32 * S * P, "us": t, "ok": ok, "ns_per_hop": per_hop * 1e9,
-                         "cycles_per_hop": per_hop * clock})
-            print("sectorlat", rows[-1], flush=True)
+            _chain_row("sectorlat", rows, {"where": where, "chains": P, "sectors": S, "gap": gap, "cg": cg,
+                                           "lines_per_hop": lines, "bytes_per_hop": 32 * S * P},
+                       _time_chains(buf, chain, 8 * S, hops, gap=gap, cg=cg, flush=where == "miss"), clock)
         del buf
         torch.cuda.empty_cache()
     return rows

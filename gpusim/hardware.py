@@ -77,6 +77,7 @@ KEY_CLASSES = {
     "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/codegen.py staging_class
     "activity_energy_j": ("activity", ("tensor_flop", "vector_cycle", "sfu_cycle", "sram_byte", "dram_byte",
                                         "l2_byte")),
+    "request_latency_cycles": ("request latency", ("hit", "miss")),   # backends/sim/memory.py's two tables
 }
 
 
@@ -253,10 +254,7 @@ class GPUConfig(BaseModel):
     @field_validator("request_latency_cycles", mode="after")
     @classmethod
     def _request_latency(cls, v, info):
-        for where, table in v.items():
-            if where not in ("miss", "hit"):
-                raise PydanticCustomError("key_class", "unknown request_latency_cycles class {bad}; allowed: hit, miss",
-                                          {"bad": where})
+        for where, table in v.items():          # the classes: _known_classes
             for n, x in table.items():
                 if n < 1:
                     raise PydanticCustomError("implausible", "request_latency_cycles.{where}.{n}: lines must be >= 1",
@@ -267,7 +265,8 @@ class GPUConfig(BaseModel):
                                               {"where": where, "n": str(n), "value": f"{x:g}", "why": why})
         return v
 
-    @field_validator("dependent_latency_cycles", "staged_access_cost", "activity_energy_j", mode="after")
+    @field_validator("dependent_latency_cycles", "staged_access_cost", "activity_energy_j", "request_latency_cycles",
+                     mode="after")
     @classmethod
     def _known_classes(cls, v, info):
         what, allowed = KEY_CLASSES[info.field_name]
