@@ -373,6 +373,41 @@ def coalesce(sm_count: int, clock: float) -> list:
     return rows
 
 
+def coalescek(sm_count: int, clock: float) -> list:
+    """How much the L2 request coalescer merges against how many CTAs read the same lines at the same
+    time: ``coalesce``'s kernel with ``share`` = k consecutive CTAs reading one L2-resident region of
+    16 tiles in phase (lag 0), k = 1 .. all, at 2 CTAs per SM and at 1. Under ncu (``MICRO_ONCE=1``)
+    it gives the L2 sectors read against the bytes the SMs received; timed, the cycles per tile."""
+    once = os.environ.get("MICRO_ONCE") == "1"
+    rows = []
+    D, R, T = 128, 16, 2048
+    q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
+    x = torch.randn(2 * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
+    for ctas in (2 * sm_count, sm_count):
+        for bn in (64, 16):
+            for sh in sorted({1, 2, 4, 8, 16, 33, 66, sm_count, ctas}):
+                if sh > ctas:
+                    continue
+                out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
+                fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, 0, R - 1, BLOCK_N=bn, D=D, num_warps=4,
+                                                  num_stages=3)
+                fn()
+                torch.cuda.synchronize()
+                row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": 0, "region_tiles": R, "trips": T,
+                       "tile_bytes": bn * D * 2}
+                if not once:
+                    kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
+                    ref = q.cpu().numpy().astype(np.float64) @ kk.T
+                    got = out[: 16 * bn].view(16, bn).cpu().numpy()
+                    us = _bench_us(fn)
+                    row.update(us=us, ok=bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2),
+                               cycles_per_iter=us * 1e-6 * clock / T,
+                               total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
+                rows.append(row)
+                print("coalescek", row, flush=True)
+    return rows
+
+
 # ----------------------------------------------------------------------------- reduction latency
 @triton.jit
 def _reduce_chain(out_ptr, c, T, R: tl.constexpr, C: tl.constexpr, OP: tl.constexpr):
