@@ -92,7 +92,8 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
                                            for k, v in h200.simt_lane_ops_per_clk_per_sm.items()},
              sfu_ops_per_clk_per_sm=16.0, power_limit_w=None, idle_power_w=0.0, activity_energy_j={},
              request_latency_cycles={w: {n: round(x * clk / h200.clock_hz, 1) for n, x in t.items()}
-                                     for w, t in h200.request_latency_cycles.items()})
+                                     for w, t in h200.request_latency_cycles.items()},
+             l2_coalesced_fraction={})
     if "compute_capability" in d:
         d["compute_capability"] = 80          # H: sm_80 (Ampere GA100): Triton compiles mma.sync, no wgmma
     src.update(
@@ -133,6 +134,9 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         request_latency_cycles="E: the H200's measured extra cycles (benchmarks/micro_fidelity.py sectorlines, "
                                "sectorhits) at the same nanoseconds, x 1.41/1.98 for the A100's clock; not "
                                "measured on Ampere",
+        l2_coalesced_fraction="not set: the H200's L2 request coalescer (lrc__ in ncu) is a Hopper unit; whether and how "
+                              "much the A100's L2 merges reads of one line by several SMs is not measured here, so "
+                              "nothing merges (every sector costs the slices)",
         launch_overhead_us="E: measured on the H200 host; launch cost is mostly driver and host side",
         sync_overhead_us="E: measured on the H200 host",
         power_limit_w="not set: no Ampere clock or power measurement here, so the A100's clock stays at its 1.41 GHz "

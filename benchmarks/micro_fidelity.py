@@ -378,14 +378,24 @@ def coalescek(sm_count: int, clock: float) -> list:
     time: ``coalesce``'s kernel with ``share`` = k consecutive CTAs reading one L2-resident region of
     16 tiles in phase (lag 0), k = 1 .. all, at 2 CTAs per SM and at 1. Under ncu (``MICRO_ONCE=1``)
     it gives the L2 sectors read against the bytes the SMs received; timed, the cycles per tile."""
+    return _coalesce_rows("coalescek", sm_count, clock, (2, 1), 16, 2048)
+
+
+def coalescek_dense(sm_count: int, clock: float) -> list:
+    """``coalescek`` at 4 and 8 CTAs per SM, over regions of 4 tiles (so that even 2 sharers' regions
+    stay in the L2: 528 x 64 KiB at 8 CTAs per SM), 512 tiles per CTA."""
+    return _coalesce_rows("coalescek_dense", sm_count, clock, (4, 8), 4, 512)
+
+
+def _coalesce_rows(section: str, sm_count: int, clock: float, per_sm: tuple, R: int, T: int) -> list:
     once = os.environ.get("MICRO_ONCE") == "1"
     rows = []
-    D, R, T = 128, 16, 2048
+    D = 128
     q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
-    x = torch.randn(2 * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
-    for ctas in (2 * sm_count, sm_count):
+    x = torch.randn(max(per_sm) * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
+    for ctas in (c * sm_count for c in per_sm):
         for bn in (64, 16):
-            for sh in sorted({1, 2, 4, 8, 16, 33, 66, sm_count, ctas}):
+            for sh in sorted({1, 2, 4, 8, 16, 33, 66, sm_count, 2 * sm_count, ctas}):
                 if sh > ctas:
                     continue
                 out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
@@ -404,7 +414,7 @@ def coalescek(sm_count: int, clock: float) -> list:
                                cycles_per_iter=us * 1e-6 * clock / T,
                                total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
                 rows.append(row)
-                print("coalescek", row, flush=True)
+                print(section, row, flush=True)
     return rows
 
 
@@ -998,3 +1008,45 @@ def request_latency_fields(lines_rows: list, hit_rows: list) -> dict:
             out[where] = {n: round(max(0.0, c - base[0]), 1) for n, c in sorted(by_r.items()) if n > 1}
     return out
 
+
+
+def coalesce_fields(runs: list) -> dict:
+    """``l2_coalesced_fraction`` from ``coalescek`` and ``coalescek_dense``. ``runs``: (the
+    micro_fidelity JSON, its section, the ncu CSVs of its ``MICRO_ONCE=1`` runs: each one
+    ``_stream_dot`` launch per config, in the section's order). Per config and ncu run the fraction
+    of the sectors the SMs received (``l1tex__m_xbar2l1tex_read_bytes`` / 32) that the L2 slices read
+    (``lts__t_sectors_srcunit_tex_op_read``), averaged over the ncu runs, by CTAs per SM (the
+    launch's CTAs / SMs), tile bytes and CTAs reading each line (``share``); made non-increasing in
+    ``share``, as merging more requests can only leave fewer sectors per request. ``share`` 1 is 1
+    by definition (where one region per CTA does not fit in the L2, its time is the DRAM's)."""
+    import csv
+
+    table: dict = {}
+    for micro, section, ncu_csvs in runs:
+        rows = micro[section]
+        sums: dict = {}
+        for path in ncu_csvs:
+            per_launch: dict = {}
+            for r in csv.DictReader([ln for ln in open(path) if ln.startswith('"')]):
+                if "stream_dot" in r["Kernel Name"] or "lag_dot" in r["Kernel Name"]:
+                    v = r["Metric Value"].replace(",", "")
+                    per_launch.setdefault(int(r["ID"]), {})[r["Metric Name"]] = float(v) if v != "n/a" else None
+            launches = [per_launch[i] for i in sorted(per_launch)]
+            if len(launches) != len(rows):
+                raise ValueError(f"{path}: {len(launches)} profiled launches for {len(rows)} configs")
+            for j, m in enumerate(launches):
+                frac = m["lts__t_sectors_srcunit_tex_op_read.sum"] * 32 / m["l1tex__m_xbar2l1tex_read_bytes.sum"]
+                sums.setdefault(j, []).append(frac)
+        for j, row in enumerate(rows):
+            t = table.setdefault(row["ctas"] // micro["sm_count"], {}).setdefault(row["tile_bytes"], {})
+            t[row["share"]] = 1.0 if row["share"] == 1 else sum(sums[j]) / len(sums[j])
+    out = {}
+    for c, by_tile in sorted(table.items()):
+        out[c] = {}
+        for tb, curve in sorted(by_tile.items()):
+            lo, mono = 1.0, {}
+            for k in sorted(curve):
+                lo = min(lo, curve[k])
+                mono[k] = round(lo, 3)
+            out[c][tb] = mono
+    return {"l2_coalesced_fraction": out}

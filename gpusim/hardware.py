@@ -56,6 +56,7 @@ PLAUSIBLE = {
     "cp_async_min_bytes": (0, 16, ()),                       # 4 (PTX cp.async cp-size 4, 8, 16)
     "l2_fetch_bytes": (0, 4096, ()),                         # 64 measured (ncu: every other sector hits)
     "request_latency_cycles": (0, 100000, ()),               # 0 .. ~850 measured (256 lines at once)
+    "l2_coalesced_fraction": (0.01, 1.0, ()),                # 0.30 .. 0.93 measured (ncu)
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
@@ -199,6 +200,13 @@ class GPUConfig(BaseModel):
     # between keys and extended past the largest with the last slope. Empty = every tile waits
     # one request's latency (ideal). Measured by benchmarks/micro_fidelity.py sectorlines/sectorhits.
     request_latency_cycles: dict[str, dict[int, NonNegativeFloat]] = {}
+    # the L2 request coalescer: of the sectors that k CTAs on different SMs ask for at once (the
+    # same tile, in phase), the fraction the L2 slices read (the rest is merged on the way and
+    # costs no slice bandwidth), by CTAs per SM, tile bytes, and k; interpolated in log2 of k and
+    # of the tile bytes (backends/sim/codegen.py coalesced_fraction). Empty = no merging (ideal,
+    # and the A100, whose coalescer is not measured here). Measured by ncu on
+    # benchmarks/micro_fidelity.py coalescek.
+    l2_coalesced_fraction: dict[int, dict[int, dict[int, float]]] = {}
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
     warp_issue_per_clk_per_sm: PositiveFloat = 4.0
@@ -263,6 +271,22 @@ class GPUConfig(BaseModel):
                 if why:
                     raise PydanticCustomError("implausible", "request_latency_cycles.{where}.{n} = {value}: {why}",
                                               {"where": where, "n": str(n), "value": f"{x:g}", "why": why})
+        return v
+
+    @field_validator("l2_coalesced_fraction", mode="after")
+    @classmethod
+    def _coalesced(cls, v, info):
+        for c, by_tile in v.items():
+            for tb, curve in by_tile.items():
+                for k, x in curve.items():
+                    where = f"l2_coalesced_fraction.{c}.{tb}.{k}"
+                    if min(c, tb, k) < 1:
+                        raise PydanticCustomError("implausible", "{where}: CTAs per SM, tile bytes and sharers must be >= 1",
+                                                  {"where": where})
+                    why = plausibility_problem("l2_coalesced_fraction", x)
+                    if why:
+                        raise PydanticCustomError("implausible", "{where} = {value}: {why}",
+                                                  {"where": where, "value": f"{x:g}", "why": why})
         return v
 
     @field_validator("dependent_latency_cycles", "staged_access_cost", "activity_energy_j", "request_latency_cycles",

@@ -106,6 +106,7 @@ class KernelResult:
     resources: str = "estimated"   # registers per thread from the compiled kernel or the estimate
     clock_hz: float | None = None  # the SM clock it ran at (below the maximum when power-limited)
     power_w: float | None = None   # predicted board power (None: the config has no power model)
+    l2_merged_bytes: float = 0.0   # of l2_read_bytes, those the L2 request coalescer merged (no slice read)
 
     @property
     def flops(self) -> float:
@@ -165,6 +166,7 @@ class Result:
     dram_read_bytes = property(lambda self: self._sum("dram_read_bytes"))
     dram_write_bytes = property(lambda self: self._sum("dram_write_bytes"))
     l2_read_bytes = property(lambda self: self._sum("l2_read_bytes"))
+    l2_merged_bytes = property(lambda self: self._sum("l2_merged_bytes"))
     sram_read_bytes = property(lambda self: self._sum("sram_read_bytes"))
     tensor_flops = property(lambda self: self._sum("tensor_flops"))
     flops = property(lambda self: self._sum("flops"))
@@ -206,8 +208,9 @@ class Result:
         pipe = max(sum(getattr(k, f) * k.cycles / (k.clock_hz or self.clock_hz) for k in self.kernels) / t_s
                    for f in ("tensor_busy", "vector_busy", "sfu_busy"))
         dram = self.dram_bytes / (t_s * self.hbm_bandwidth_bytes_per_s) if self.hbm_bandwidth_bytes_per_s else 0.0
-        # every store is written through the L2, so its traffic is the loads plus the DRAM writes
-        l2 = ((self.l2_read_bytes + self.dram_write_bytes) / (t_s * self.l2_bandwidth_bytes_per_s)
+        # every store is written through the L2, so the slices' traffic is the loads the request
+        # coalescer did not merge plus the DRAM writes
+        l2 = ((self.l2_read_bytes - self.l2_merged_bytes + self.dram_write_bytes) / (t_s * self.l2_bandwidth_bytes_per_s)
               if self.l2_bandwidth_bytes_per_s else 0.0)
         ksec = sum(k.cycles / (k.clock_hz or self.clock_hz) for k in self.kernels)
         sms = (sum(min(1.0, k.total_ctas / self.sm_count) * k.cycles / (k.clock_hz or self.clock_hz)

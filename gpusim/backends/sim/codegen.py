@@ -123,6 +123,42 @@ def request_latency(table: dict, lines: float) -> float:
     return x1 + (x1 - x0) * (lines - n1) / (n1 - n0)
 
 
+def _log2_lerp(curve: dict, x: float) -> float:
+    """``curve`` (key -> value) at ``x``, linear in log2 of the key between keys; the end values
+    outside them."""
+    keys = sorted(curve)
+    if x <= keys[0]:
+        return curve[keys[0]]
+    for lo, hi in zip(keys, keys[1:]):
+        if x <= hi:
+            w = (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+            return curve[lo] + w * (curve[hi] - curve[lo])
+    return curve[keys[-1]]
+
+
+def coalesced_fraction(table: dict, ctas_per_sm: float, tile_bytes: float, sharers: float) -> float:
+    """The fraction of the sectors that ``sharers`` requests for the same tile at once (CTAs on
+    different SMs in phase, ``tile_bytes`` each) make the L2 slices read, the rest merged on the way
+    by the L2 request coalescer (``GPUConfig.l2_coalesced_fraction``): linear in log2 of the CTAs
+    resident per SM, of the tile bytes and of the sharers between the measured ones, the end values
+    past them. 1 with no table or one request."""
+    if not table or sharers <= 1:
+        return 1.0
+    return _log2_lerp({c: _log2_lerp({tb: _log2_lerp(curve, sharers) for tb, curve in by_tile.items()}, tile_bytes)
+                       for c, by_tile in table.items()}, ctas_per_sm)
+
+
+def merged_share(table: dict, ctas_per_sm: int, tile_bytes: float, n: int) -> float:
+    """The share of its bytes the ``n``-th of a run of simultaneous requests for one tile makes the
+    L2 slices read: what the run of n costs in all less what the first n - 1 cost
+    (``coalesced_fraction``), within [0, 1]."""
+    if n <= 1:
+        return 1.0
+    f = coalesced_fraction
+    m = n * f(table, ctas_per_sm, tile_bytes, n) - (n - 1) * f(table, ctas_per_sm, tile_bytes, n - 1)
+    return min(1.0, max(0.0, m))
+
+
 def port_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     """The access width whose cost a register tile's load or store pays on the SM's load/store path.
 

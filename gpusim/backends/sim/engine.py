@@ -131,7 +131,7 @@ class LaunchSim:
         self.counters = Tally()        # loop traffic and compute
         self.cta_counters = Tally()    # the loads and stores outside the loops (once per CTA)
         self.mem = MemoryPath(cfg, self.l2, self.addr, self.tensors, self.launch.program.num_warps, self.counters,
-                              self.timeline)
+                              self.timeline, min(self.occ.ctas_per_sm, -(-self.n_ctas // cfg.sm_count)))
         self.sms = self.mem.sms
         self.dispatch_cycles = cfg.cta_dispatch_ns * 1e-9 * cfg.clock_hz      # per CTA, GPU-wide
         self.dispatch = Channel(1.0 / self.dispatch_cycles) if self.dispatch_cycles else None
@@ -177,7 +177,7 @@ class LaunchSim:
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
-        l2_cycles = (skipped.l2_read_bytes + skipped.l2_write_bytes) / mem.l2ch.rate
+        l2_cycles = (skipped.l2_read_bytes - skipped.l2_merged_bytes + skipped.l2_write_bytes) / mem.l2ch.rate
         extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles, (n - len(order)) * self.dispatch_cycles)
         # the skipped middle streamed its unique data through the L2: if that is more than the L2
         # holds, only lines the tail CTAs touched survive it

@@ -57,7 +57,8 @@ class MemoryPath:
     across launches); every byte moved is added to ``counters``."""
 
     def __init__(self, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, num_warps: int, counters: Tally,
-                 timeline: bool = False):
+                 timeline: bool = False, ctas_per_sm: int = 1):
+        # ctas_per_sm: the CTAs resident on an SM at once (the occupancy, or fewer when the grid is small)
         clk = cfg.clock_hz
         self.cfg, self.l2, self.addr, self.tensors, self.counters = cfg, l2, addr, tensors, counters
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=timeline)
@@ -74,6 +75,11 @@ class MemoryPath:
         # (hit, miss) extra cycles by line count, memoised
         self.req_tables = (cfg.request_latency_cycles.get("hit", {}), cfg.request_latency_cycles.get("miss", {}))
         self.req_extra: dict = {}
+        # the L2 request coalescer (codegen.merged_share): requests for a tile while an earlier one
+        # is in flight form a run; the n-th of a run costs the slices its share of the bytes
+        self.merge_table, self.ctas_per_sm = cfg.l2_coalesced_fraction, ctas_per_sm
+        self.runs: dict = {}       # tile key -> [ready time of the run's first request, requests in the run]
+        self.merge_cost: dict = {}     # (tile bytes, n) -> the n-th request's share, memoised
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
@@ -115,13 +121,12 @@ class MemoryPath:
         if tile is None:
             return now
         base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost, piece_cost = tile
+        run, l2cost = self.coalesce(key, nbytes, nrep, cost, now) if self.merge_table else (None, cost)
         l2 = self.l2
         hits, misses, hit_ready = l2.access(base, rows, pitch, row_bytes, now, who)
-        # the L2 is sectored: a miss fetches only the 32-byte sectors the tile's rows cover, so DRAM
-        # reads are the missed sectors' bytes, and a tile whose rows cover part of a line (64-byte
-        # rows of a BLOCK_K 32 fp16 GEMM) misses the rest on the next access and pays its own bytes
-        # then (ncu on an H200: docs/validation/h200/micro/ncu_probe_round8.json, 1,032 sector hits
-        # of 4.33 M lookups and DRAM reads equal to the bytes asked for)
+        # the L2 is sectored: a miss fetches the blocks of the 32-byte sectors the tile's rows cover
+        # (l2.py), so DRAM reads are those sectors' bytes, and a tile whose rows cover part of a
+        # line misses the rest on its next access (ncu: docs/validation/h200/micro/ncu_probe_round8.json)
         sectors = l2.sectors
         miss_bytes = l2.fetched_sectors * SECTOR_BYTES
         c = self.counters
@@ -133,11 +138,11 @@ class MemoryPath:
         ch = self.l2ch
         if ch.log is None:          # Channel.transfer, inlined (the hottest call of a launch)
             start = ch.free_at if ch.free_at > now else now
-            dur = cost / ch.rate
+            dur = l2cost / ch.rate
             ready = ch.free_at = start + dur
             ch.busy += dur
         else:
-            ready = ch.transfer(cost, now)
+            ready = ch.transfer(l2cost, now)
         ch = sm.port
         start = ch.free_at if ch.free_at > now else now
         dur = port / ch.rate
@@ -160,8 +165,32 @@ class MemoryPath:
             t = now + lat + cost / rate
             if t > ready:
                 ready = t
-        ready += exposures * lat
-        return ready if ready > hit_ready else hit_ready
+        ready = max(ready + exposures * lat, hit_ready)
+        if run is not None:
+            run[0] = ready      # later requests merge with this one until its data is back
+        return ready
+
+    def coalesce(self, key, nbytes: int, nrep: int, cost: float, now: float):
+        """(the run this request starts, or None when it joins one; its cost to the L2 slices) of a
+        request for tile ``key``: one made while an earlier request's data is still on its way
+        joins that run and costs its share (``merged``); the rest is merged by the coalescer."""
+        run = self.runs.get(key)
+        if run is not None and now < run[0]:
+            run[1] += 1
+            share = self.merged(nbytes // nrep, run[1])      # one iteration's tile: its size
+            self.counters.l2_merged_bytes += nbytes * (1.0 - share)
+            return None, cost * share
+        run = self.runs[key] = [now, 1]
+        return run, cost
+
+    def merged(self, tile_bytes: int, n: int) -> float:
+        """The share of its bytes the n-th request of a run for one tile costs the L2 slices
+        (codegen.merged_share), memoised."""
+        key = (tile_bytes, n)
+        x = self.merge_cost.get(key)
+        if x is None:
+            x = self.merge_cost[key] = codegen.merged_share(self.merge_table, self.ctas_per_sm, tile_bytes, n)
+        return x
 
     def request_extra(self, lines: int, miss: bool) -> float:
         """Extra round-trip cycles of a tile that asks for ``lines`` lines at once (one iteration's:

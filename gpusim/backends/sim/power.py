@@ -97,7 +97,7 @@ def memory_share(cfg, counters, cycles: float) -> float:
         return 0.0
     clk = cfg.clock_hz
     hbm = (counters.dram_read_bytes + counters.dram_write_bytes * cfg.hbm_write_cost) / (cfg.hbm_read_bandwidth_bytes_per_s / clk)
-    l2 = (counters.l2_read_bytes + counters.l2_write_bytes) / (cfg.l2_bandwidth_bytes_per_s / clk)
+    l2 = (counters.l2_read_bytes - counters.l2_merged_bytes + counters.l2_write_bytes) / (cfg.l2_bandwidth_bytes_per_s / clk)
     return max(hbm, l2) / cycles
 
 

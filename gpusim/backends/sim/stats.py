@@ -19,6 +19,7 @@ class Counters:
     l2_read_bytes: float = 0.0
     l2_hit_bytes: float = 0.0
     l2_write_bytes: float = 0.0
+    l2_merged_bytes: float = 0.0       # read bytes the L2 request coalescer merged (no slice read)
     sram_bytes: float = 0.0
     tensor_flops: float = 0.0
     vector_flops: float = 0.0

@@ -44,8 +44,10 @@ def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> di
         alone = [(r.kernels[0], r.time_us)]
     return {"status": "ok", "reason": "", "total_us": r.time_us, "dram_read_bytes": r.dram_read_bytes,
             "dram_write_bytes": r.dram_write_bytes, "l2_read_bytes": r.l2_read_bytes,
+            "l2_merged_bytes": r.l2_merged_bytes,
             "launches": [{"launch": k.launch, "time_us": t, "dram_read_bytes": k.dram_read_bytes,
                           "dram_write_bytes": k.dram_write_bytes, "l2_read_bytes": k.l2_read_bytes,
+                          "l2_merged_bytes": k.l2_merged_bytes,
                           "l2_hit_rate": k.l2_hit_rate, "ctas_per_sm": k.ctas_per_sm,
                           "occupancy_limiter": k.occupancy_limiter, "waves": k.waves} for k, t in alone],
             "sim_seconds": round(time.time() - t0, 2)}

@@ -77,7 +77,8 @@ def build_rows(records: list, gpu: str, param_names: list | None = None) -> list
         ml2 = sum(x["l2_bytes"] for x in nl) if nl and all(x.get("l2_bytes") is not None for x in nl) else None
         pr = pred.get("dram_read_bytes") if pred_ok else None
         pw = pred.get("dram_write_bytes") if pred_ok else None
-        pl2 = (pred.get("l2_read_bytes", 0) + pw) if pred_ok else None
+        # the L2 slices' bytes (what lts__t_bytes counts): reads the coalescer did not merge, and writes
+        pl2 = (pred.get("l2_read_bytes", 0) - pred.get("l2_merged_bytes", 0) + pw) if pred_ok else None
         rows.append({**base, "scope": "point", "launch": "", "measured_us": m_us, "measured_spread_pct": spread,
                      "predicted_us": p_us, "error_pct": pct(p_us, m_us) if status == "ok" else None,
                      "measured_dram_read_bytes": mr, "measured_dram_write_bytes": mw,
@@ -102,7 +103,8 @@ def build_rows(records: list, gpu: str, param_names: list | None = None) -> list
                          "predicted_dram_read_bytes": lpr, "predicted_dram_write_bytes": lpw,
                          "dram_error_pct": pct(lpr + lpw, lmr + lmw) if None not in (lpr, lpw, lmr, lmw) else None,
                          "measured_l2_bytes": nj.get("l2_bytes"),
-                         "predicted_l2_bytes": (pl.get("l2_read_bytes", 0) + lpw) if lpw is not None else None,
+                         "predicted_l2_bytes": (pl.get("l2_read_bytes", 0) - pl.get("l2_merged_bytes", 0) + lpw)
+                         if lpw is not None else None,
                          "reference_eager_us": None, "reference_sdpa_us": None, "max_rel_err": None,
                          "status": status, "reason": reason})
     return rows
