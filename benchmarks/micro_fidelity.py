@@ -418,6 +418,40 @@ def _coalesce_rows(section: str, sm_count: int, clock: float, per_sm: tuple, R: 
     return rows
 
 
+@triton.jit
+def _fill_kernel(y_ptr, n, BLOCK: tl.constexpr):
+    # stores only: every element of y gets its index (no loads, so the L2 holds nothing but y)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, offs.to(tl.float32), mask=offs < n)
+
+
+def writeback(sm_count: int, clock: float) -> list:
+    """Does the L2 write back? One kernel stores W MB of fp32 (no loads), W = 4 .. 256. Under ncu
+    (``MICRO_ONCE=1``, each W launched once after ncu's cache flush) ``dram__bytes_write`` says how
+    much reached DRAM during the kernel: about nothing while W fits in the L2 and what does not fit
+    beyond, if dirty lines are written back when evicted; W, if stores write through. Timed, the
+    store rate."""
+    once = os.environ.get("MICRO_ONCE") == "1"
+    rows = []
+    BLOCK = 4096
+    for mb in (4, 8, 16, 24, 32, 40, 48, 64, 96, 128, 256):
+        n = mb * (1 << 20) // 4
+        y = torch.empty(n, device="cuda", dtype=torch.float32)
+        fn = lambda: _fill_kernel[(triton.cdiv(n, BLOCK),)](y, n, BLOCK=BLOCK, num_warps=4)
+        fn()
+        torch.cuda.synchronize()
+        row = {"mb": mb, "bytes": 4 * n}
+        if not once:
+            ok = bool((y[:: 1 << 16].cpu() == torch.arange(0, n, 1 << 16, dtype=torch.float32)).all())
+            us = _bench_us(fn)
+            row.update(us=us, ok=ok, tbs=4 * n / (us * 1e-6) / 1e12)
+        rows.append(row)
+        print("writeback", row, flush=True)
+        del y
+        torch.cuda.empty_cache()
+    return rows
+
+
 # ----------------------------------------------------------------------------- reduction latency
 @triton.jit
 def _reduce_chain(out_ptr, c, T, R: tl.constexpr, C: tl.constexpr, OP: tl.constexpr):

@@ -81,6 +81,8 @@ FLASH = dict(batch=4, heads=16, seq_len=4096, head_dim=128, BLOCK_M=128, BLOCK_N
 
 
 def test_power_limited_launches_keep_cycles_or_time_by_what_paces_them(h200):
+    # without the L2 request coalescer the GEMM is paced by its L2 (with it, by its SMs)
+    h200 = h200.model_copy(update={"l2_coalesced_fraction": {}})
     ideal = h200.model_copy(update={"power_limit_w": None})
     for kernel, params in (("matmul", GEMM), ("attention_flash", FLASH)):
         k = simulate(kernel, h200, check=False, **params).kernels[0]
