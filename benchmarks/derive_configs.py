@@ -94,7 +94,6 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
              request_latency_cycles={w: {n: round(x * clk / h200.clock_hz, 1) for n, x in t.items()}
                                      for w, t in h200.request_latency_cycles.items()},
              l2_coalesced_fraction={})
-    # l2_write_back stays True (from the H200): see its source below
     if "compute_capability" in d:
         d["compute_capability"] = 80          # H: sm_80 (Ampere GA100): Triton compiles mma.sync, no wgmma
     src.update(
@@ -135,8 +134,6 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
         request_latency_cycles="E: the H200's measured extra cycles (benchmarks/micro_fidelity.py sectorlines, "
                                "sectorhits) at the same nanoseconds, x 1.41/1.98 for the A100's clock; not "
                                "measured on Ampere",
-        l2_write_back="E: measured on the H200 (ncu: stores reach DRAM when their lines are evicted); Ampere's L2 "
-                      "is taken to write back the same way (not measured on Ampere)",
         l2_coalesced_fraction="not set: the H200's L2 request coalescer (lrc__ in ncu) is a Hopper unit; whether and how "
                               "much the A100's L2 merges reads of one line by several SMs is not measured here, so "
                               "nothing merges (every sector costs the slices)",

@@ -62,7 +62,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
                       sim_wall_s=time.perf_counter() - t_wall)
     precheck.check_work(workload, cfg, fidelity, check, max_work, per_sm)
 
-    l2 = L2Cache(cfg.l2_bytes, cfg.l2_line_bytes, cfg.l2_ways, cfg.l2_fetch_bytes, cfg.l2_write_back)
+    l2 = L2Cache(cfg.l2_bytes, cfg.l2_line_bytes, cfg.l2_ways, cfg.l2_fetch_bytes)
     addr = _addresses(workload)
     kernels, events = [], []
     t_cycles = 0.0                      # on cfg's clock (a power-limited launch's cycles are converted)

@@ -194,11 +194,6 @@ class GPUConfig(BaseModel):
     # sector (64 = a 32-byte miss brings its neighbour sector too, which a later request then finds
     # present). 0 = only the sectors asked for (each 32 bytes). Measured by ncu on the H200.
     l2_fetch_bytes: NonNegativeInt = 0
-    # the L2 writes back: a store leaves its sectors dirty in the L2, and they cost DRAM bandwidth
-    # (and count as DRAM writes) only when their line is evicted, so outputs that fit in the L2 are
-    # not written to DRAM during the kernel. False = every store writes through to DRAM when issued
-    # (the ideal configs). Measured by ncu on the H200 (benchmarks/micro_fidelity.py writeback).
-    l2_write_back: bool = False
     # a tile's round trip against how many L2 line requests it makes at once (its lines): the extra
     # cycles over one request's latency, for a tile that misses ("miss", after hbm_latency_cycles)
     # and one that hits ("hit", after l2_latency_cycles), by number of lines; interpolated linearly

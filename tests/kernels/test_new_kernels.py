@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 import gpusim
 from gpusim.backends import numpy_exec as ne
-from gpusim.hardware import load_gpu
 from gpusim.kernels import KernelParamError, build
 from gpusim.kernels.backward import flash_bwd_inputs, flash_bwd_reference
 
@@ -57,9 +56,8 @@ def test_streamed_rows_read_x_once_per_pass(kernel, passes):
     """One tile per row: x crosses L2 -> SM once. Streamed: once per pass (the re-reads hit the L2)."""
     p = dict(rows=264, cols=4096, dtype="fp16")
     x_bytes = 264 * 4096 * 2
-    gpu = load_gpu("h200").model_copy(update={"l2_write_back": False})    # every store reaches DRAM
-    one = gpusim.simulate(kernel, gpu, check=False, **p)
-    many = gpusim.simulate(kernel, gpu, check=False, BLOCK=1024, **p)
+    one = gpusim.simulate(kernel, "h200", check=False, **p)
+    many = gpusim.simulate(kernel, "h200", check=False, BLOCK=1024, **p)
     vec = 4096 * 2 * {"softmax": 0, "layernorm": 2, "rmsnorm": 1}[kernel]     # w (and b), read by every row
     assert one.l2_read_bytes == pytest.approx(x_bytes + 264 * vec, rel=0.01)
     assert many.l2_read_bytes == pytest.approx(passes * x_bytes + 264 * vec, rel=0.01)

@@ -15,8 +15,7 @@ def test_traffic_uses_largest_seq_len_and_every_launch(attention):
     flash_hbm = sum(g[2] for g in groups if g[0] == "attention_flash")
     assert naive_hbm == pytest.approx(rows[pick["attention_naive"]]["dram_read_bytes"]
                                       + rows[pick["attention_naive"]]["dram_write_bytes"], rel=1e-6)
-    # at seq_len 512 naive's scores fit in the L2, which writes back: neither writes them to DRAM
-    assert flash_hbm <= naive_hbm
+    assert flash_hbm < naive_hbm
 
 
 def test_fastest_config_is_the_representative(tiles):

@@ -26,7 +26,7 @@ from ...hardware import GPUConfig
 from ...result import CTAEvent, OpEvent
 from . import codegen, cost
 from .l2 import L2Cache
-from .memory import SECTOR_BYTES, Channel, MemoryPath
+from .memory import Channel, MemoryPath
 from .stats import Counters, LaunchStats, Sampling, Tally
 from .steps import Issue, LoopStep, StoreStep, TensorStep, Wait, arithmetic, compile_program
 
@@ -142,7 +142,6 @@ class LaunchSim:
         self._snap_at = (S, HEAD_WAVES * S - S) if sampled else ()
         self._snap = []                # (time, progress, both tallies) at the steady window's ends
         self.progress = 0.0            # work done so far: loop iterations finished + CTAs ended
-        self.dirty_at_start = self.l2.dirty_sectors() if sampled and self.l2.write_back else 0
 
     def _simulate(self, order, sampled: bool):
         it = self._dispatch(order, HEAD_WAVES * self.slots if sampled else None)
@@ -175,23 +174,16 @@ class LaunchSim:
         # however long it runs), so they scale per CTA
         skipped = replace(skipped, dram_read_bytes=(win_cta.dram_read_bytes + win_it.dram_read_bytes) * per_cta,
                           dram_write_bytes=(win_cta.dram_write_bytes + win_it.dram_write_bytes) * per_cta)
-        # the skipped middle streamed its unique data through the L2: if that is more than the L2
-        # holds, only lines the tail CTAs touched survive it; with a write-back L2 the middle's own
-        # stores and the dirty lines it pushed out all reached DRAM
-        touched = sum(self.tensors[p].nbytes for p in self.tensors) * (n - len(order)) / n
-        if min(skipped.l2_read_bytes + skipped.l2_write_bytes, touched) > self.l2.capacity_bytes:
-            self.l2.keep_only(self.tail_owner)
-        if self.l2.write_back:
-            # every stored sector is still dirty in the L2 or was written back: the launch wrote
-            # its stores plus the dirty sectors it started with less those it leaves
-            left = (self.l2.dirty_sectors() - self.dirty_at_start) * SECTOR_BYTES
-            writes = counters.l2_write_bytes + skipped.l2_write_bytes - left - counters.dram_write_bytes
-            skipped = replace(skipped, dram_write_bytes=max(0.0, writes))
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
         l2_cycles = (skipped.l2_read_bytes - skipped.l2_merged_bytes + skipped.l2_write_bytes) / mem.l2ch.rate
         extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles, (n - len(order)) * self.dispatch_cycles)
+        # the skipped middle streamed its unique data through the L2: if that is more than the L2
+        # holds, only lines the tail CTAs touched survive it
+        touched = sum(self.tensors[p].nbytes for p in self.tensors) * (n - len(order)) / n
+        if min(skipped.l2_read_bytes + skipped.l2_write_bytes, touched) > self.l2.capacity_bytes:
+            self.l2.keep_only(self.tail_owner)
         total = Counters().plus(counters).plus(skipped)
         tf, vf, sf = self._exact_arithmetic(trip_totals)
         total = replace(total, tensor_flops=tf, vector_flops=vf, sfu_ops=sf)

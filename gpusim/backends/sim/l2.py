@@ -45,8 +45,7 @@ META = 4                                # words per record (32-byte aligned reco
 HINT_BITS = 20                     # way-predictor entries: 1 Mi lines (128 MiB of addresses)
 U = np.uint64                      # array indices in the numba kernels (see _access)
 SECTOR_SHIFT = 5                   # 32-byte sectors
-MASK_SHIFT = 48                    # the OWNER word: owner id in bits 0..47, sector mask in bits 48..55,
-DIRTY_SHIFT = 56                   # and the mask of the sectors written and not yet written back in 56..63
+MASK_SHIFT = 48                    # the OWNER word: owner id in bits 0..47, sector mask in bits 48..55
 WHO_MASK = (1 << MASK_SHIFT) - 1
 
 
@@ -73,9 +72,8 @@ def _first_set(block, nsets):
 # that were absent).
 @njit(cache=True)
 def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes, line_shift, nsets, ways,
-            now, who, group, dirty):
-    # missed lines, sectors fetched, needed, missed; dirty sectors of evicted lines (written back)
-    misses, msec, nsec, asked, wb, latest_ready = 0, 0, 0, 0, 0, 0.0
+            now, who, group):
+    misses, msec, nsec, asked, latest_ready = 0, 0, 0, 0, 0.0  # missed lines, sectors fetched, needed, missed
     mask = (1 << line_shift) - 1
     if pitch == row_bytes and (row_bytes & mask) == 0 and (base & mask) == 0:
         row_bytes, nrows = nrows * row_bytes, 1     # whole-line rows back to back: the same lines in order
@@ -111,19 +109,19 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 if found:
                     hint[U(hk)] = w
             clk += 1
-            wrote = need if dirty else 0    # a write-back store: the sectors it writes become dirty
             if w >= 0:
                 m = sb + w * META
                 meta[U(m + STAMP)] = clk
+                have = meta[U(m + OWNER)] >> MASK_SHIFT
                 rd = meta_f[U(m + READY)]
                 latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
-                need, lack, o = _touch(meta[U(m + OWNER)], need, group, full, who, wrote)
-                meta[U(m + OWNER)] = o
+                need, lack = _fetch(have, need, group, full)     # to fetch; asked for and absent
+                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
                 if need == 0:               # a hit
                     continue
             else:
                 need, lack = _fetch(0, need, group, full)
-                m, wb = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT) | (wrote << DIRTY_SHIFT), wb)
+                m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
                 hint[U(hk)] = (m - sb) // META
             msec += _popcount8(need)
             asked += _popcount8(lack)
@@ -131,16 +129,7 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             miss_slots[U(misses)] = m + READY          # sized by the caller for every line
             misses += 1
     clock[0] = clk
-    return clk - clk0 - misses, misses, latest_ready, msec, nsec, asked, wb   # hits: the lines that did not miss
-
-
-@njit(cache=True)
-def _touch(owner, need, group, full, who, wrote):
-    """A found line's (sectors to fetch, sectors asked for that it lacks: ``_fetch``; new OWNER word:
-    ``who``, the present sectors with the fetched ones, the dirty ones with ``wrote``)."""
-    have, was = (owner >> MASK_SHIFT) & 0xFF, (owner >> DIRTY_SHIFT) & 0xFF
-    need, lack = _fetch(have, need, group, full)
-    return need, lack, who | ((have | need) << MASK_SHIFT) | ((was | wrote) << DIRTY_SHIFT)
+    return clk - clk0 - misses, misses, latest_ready, msec, nsec, asked   # hits: the lines that did not miss
 
 
 @njit(cache=True)
@@ -173,9 +162,8 @@ def _row_sectors(start, row_bytes, smask):
 
 
 @njit(cache=True)
-def _allocate(meta, sb, ways, line, clk, owner, wb):
-    """A missed line takes the least recently used way of set ``sb``: returns its record's start and
-    ``wb`` plus the dirty sectors the line it evicts had (written back to DRAM)."""
+def _allocate(meta, sb, ways, line, clk, owner):
+    """A missed line takes the least recently used way of set ``sb``: returns its record's start."""
     victim = 0
     oldest = meta[U(sb + STAMP)]
     for v in range(1, ways):
@@ -184,12 +172,10 @@ def _allocate(meta, sb, ways, line, clk, owner, wb):
             oldest = st
             victim = v
     m = sb + victim * META
-    if meta[U(m + TAG)] >= 0:
-        wb += _popcount8((meta[U(m + OWNER)] >> DIRTY_SHIFT) & 0xFF)
     meta[U(m + TAG)] = line
     meta[U(m + STAMP)] = clk
     meta[U(m + OWNER)] = owner
-    return m, wb
+    return m
 
 
 @njit(cache=True)
@@ -206,7 +192,6 @@ def _set_ready(flat_f, miss_slots, n, t):
         flat_f[miss_slots[i]] = t
 
 
-_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)   # set bits of a sector mask
 _SPARE: dict = {}   # (sets, ways) -> (meta, hint) of a released cache: the next cache of that shape reuses them
 
 
@@ -220,8 +205,7 @@ class L2Cache:
     from the same empty state either way): refilling mapped memory costs ~1 ms, while fresh pages
     cost the host up to ~30 ms of page faults per point."""
 
-    def __init__(self, capacity_bytes: int, line_bytes: int = 128, ways: int = 16, fetch_bytes: int = 0,
-                 write_back: bool = False):
+    def __init__(self, capacity_bytes: int, line_bytes: int = 128, ways: int = 16, fetch_bytes: int = 0):
         self.line_bytes = int(line_bytes)
         self.line_shift = self.line_bytes.bit_length() - 1
         if 1 << self.line_shift != self.line_bytes:
@@ -247,9 +231,8 @@ class L2Cache:
         self.flat = self.meta.reshape(-1)
         self.flat_f = self.meta_f.reshape(-1)
         self.stamps = self.meta[:, :, STAMP]
-        # who touched the line last (see keep_only) in the low bits, the present sectors' mask and the
-        # dirty sectors' in the high ones: read the owner as ``owner & WHO_MASK``, the masks as
-        # ``(owner >> MASK_SHIFT) & 0xFF`` and ``(owner >> DIRTY_SHIFT) & 0xFF``
+        # who touched the line last (see keep_only) in the low bits, the present sectors' mask in the
+        # high ones: read the owner as ``owner & WHO_MASK``, the mask as ``owner >> MASK_SHIFT``
         self.owner = self.meta[:, :, OWNER]
         self.ready = self.meta_f[:, :, READY]
         self.clock = np.zeros(1, dtype=np.int64)
@@ -258,10 +241,6 @@ class L2Cache:
         self.missed_sectors = 0     # of the last ``access``: sectors asked for and absent,
         self.fetched_sectors = 0    # sectors it fetched (whole fetch blocks)
         self.sectors = 0
-        # write-back: stores leave their sectors dirty, and a dirty line's sectors reach DRAM when it
-        # is evicted (``written_back_sectors`` of the last ``access``); else stores write through
-        self.write_back = bool(write_back)
-        self.written_back_sectors = 0
 
     def release(self) -> None:
         """Done with this cache: its arrays go to the next cache of the same shape (do not use it after)."""
@@ -284,30 +263,21 @@ class L2Cache:
         self.ready[:] = 0.0
 
     def keep_only(self, who: int) -> None:
-        """Invalidate every clean line last touched by anyone but ``who``: what a skipped,
-        sampled-out stretch of CTAs would have evicted, while lines the later CTAs re-used stay.
-        Dirty lines stay too: they stand for the stretch's own last stores, which a write-back L2
-        would still hold (``dirty_sectors`` then counts about what it would)."""
-        stale = ((self.owner & WHO_MASK) != who) & (((self.owner >> DIRTY_SHIFT) & 0xFF) == 0)
+        """Invalidate every line last touched by anyone but ``who``: what a skipped, sampled-out
+        stretch of CTAs would have evicted, while lines the later CTAs re-used stay."""
+        stale = (self.owner & WHO_MASK) != who
         self.tags[stale] = -1
         self.stamps[stale] = 0
         self.ready[stale] = 0.0
-
-    def dirty_sectors(self) -> int:
-        """The sectors the valid lines hold written and not yet written back."""
-        valid = self.tags >= 0
-        return int(_POPCOUNT[(self.owner[valid] >> DIRTY_SHIFT) & 0xFF].sum())
 
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
         slots = self._miss_slots
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
         if most > slots.shape[0]:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-        (hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors,
-         self.written_back_sectors) = _access(
+        hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
             self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
-            self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1,
-            (not read) and self.write_back)
+            self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
         self._pending = misses
         return hits, misses, ready
 

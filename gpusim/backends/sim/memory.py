@@ -124,10 +124,9 @@ class MemoryPath:
         run, l2cost = self.coalesce(key, nbytes, nrep, cost, now) if self.merge_table else (None, cost)
         l2 = self.l2
         hits, misses, hit_ready = l2.access(base, rows, pitch, row_bytes, now, who)
-        if l2.written_back_sectors:
-            self.write_back(l2.written_back_sectors * SECTOR_BYTES, now)
         # the L2 is sectored: a miss fetches the blocks of the 32-byte sectors the tile's rows cover
-        # (l2.py), so DRAM reads are those sectors' bytes (ncu: micro/ncu_probe_round8.json)
+        # (l2.py), so DRAM reads are those sectors' bytes, and a tile whose rows cover part of a
+        # line misses the rest on its next access (ncu: docs/validation/h200/micro/ncu_probe_round8.json)
         sectors = l2.sectors
         miss_bytes = l2.fetched_sectors * SECTOR_BYTES
         c = self.counters
@@ -204,8 +203,7 @@ class MemoryPath:
 
     def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
         """Write a tile: allocated in the L2 (a later kernel's read can hit; the sectors it writes become
-        present, a line's other sectors do not); written through to HBM, or with a write-back L2
-        left dirty until its line is evicted."""
+        present, a line's other sectors do not), written through to HBM."""
         offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
         t = self.tensors[op.tensor.name]
         r = analysis.tile_bytes_in_bounds(t, offs, op.value.shape)
@@ -219,21 +217,12 @@ class MemoryPath:
             port = codegen.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
             if port > nbytes:
                 sm.port.transfer(port, now)
-        l2 = self.l2
-        l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
-        l2.fill_done(now)
+        self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
+        self.l2.fill_done(now)
         self.l2ch.transfer(nbytes, now)
-        self.counters.l2_write_bytes += nbytes
-        if not l2.write_back:
-            self.write_back(nbytes, now)
-        elif l2.written_back_sectors:       # the lines it displaced held dirty sectors
-            self.write_back(l2.written_back_sectors * SECTOR_BYTES, now)
-
-    def write_back(self, nbytes: float, now: float) -> None:
-        """``nbytes`` written to DRAM at ``now``: a write-through store's, or dirty sectors an eviction
-        writes back."""
         self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
         self.counters.dram_write_bytes += nbytes
+        self.counters.l2_write_bytes += nbytes
 
     def spill(self, nbytes: float, now, sm: SM) -> float:
         """Local-memory traffic (register spills) through the L2 and the SM's port; returns its end."""

@@ -119,30 +119,3 @@ def test_the_shipped_fill_rates_are_the_mlp_slopes_net_of_the_round_trip():
     assert got == {"cta_async_fill_bytes_per_clk": h200.cta_async_fill_bytes_per_clk,
                    "warp_load_bytes_per_clk": h200.warp_load_bytes_per_clk}
     assert h200.cta_async_fill_bytes_per_clk is None
-
-
-def test_a_write_back_l2_writes_dirty_sectors_when_their_line_is_evicted():
-    """ncu on the H200 (micro/ncu_writeback.csv): a kernel storing 4 to 16 MiB writes nothing to
-    DRAM; dirty lines reach it when evicted. A 2-way, 2-set cache: the stored line's two sectors
-    come back as written-back sectors only when later reads push it out."""
-    c = L2Cache(512, 128, 2, write_back=True)
-    c.access(0, 1, 0, 64, now=0.0, read=False)            # line 0: sectors 0-1 dirty
-    assert c.written_back_sectors == 0
-    c.access(128, 1, 0, 128, now=1.0)                     # fills the other ways
-    c.access(256, 1, 0, 128, now=1.0)
-    c.access(384, 1, 0, 128, now=1.0)
-    evicted = [c.access(a, 1, 0, 128, now=2.0) and c.written_back_sectors for a in (512, 640, 768, 896)]
-    assert sum(evicted) == 2                              # line 0 left once, with its 2 dirty sectors
-    t = L2Cache(512, 128, 2)                              # write-through: nothing is left dirty
-    t.access(0, 1, 0, 64, now=0.0, read=False)
-    assert sum(t.access(a, 1, 0, 128, now=1.0) and t.written_back_sectors for a in range(128, 1152, 128)) == 0
-
-
-def test_outputs_that_fit_in_the_l2_are_not_written_during_the_kernel():
-    h200 = load_gpu("h200")
-    kw = dict(check=False, M=1024, N=1024, K=1024, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, dtype="fp16", num_warps=4,
-              num_stages=3)
-    assert simulate("matmul", h200, **kw).kernels[0].dram_write_bytes == 0
-    through = simulate("matmul", h200.model_copy(update={"l2_write_back": False}), **kw).kernels[0]
-    assert through.dram_write_bytes == 1024 * 1024 * 2
-    assert load_gpu("h100-ideal").l2_write_back is False
