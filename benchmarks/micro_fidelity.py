@@ -344,33 +344,9 @@ def coalesce(sm_count: int, clock: float) -> list:
     L2-resident region of 16 tiles, member j ``lag`` tiles ahead of member 0. Run under ncu
     (``MICRO_ONCE=1``: each config launched once, not timed) it gives the L2 sectors read against the
     bytes the SMs received; timed, the cycles per tile."""
-    once = os.environ.get("MICRO_ONCE") == "1"
-    rows = []
-    D, R, T = 128, 16, 2048
-    q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
-    x = torch.randn(2 * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
-    cases = [(1, 0)] + [(2, lag) for lag in (0, 1, 2, 4, 8)] + [(8, 0), (8, 1), (33, 0)]
-    for ctas in (2 * sm_count,):
-        for bn in (64, 16):
-            for sh, lag in cases:
-                out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
-                fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, lag, R - 1, BLOCK_N=bn, D=D, num_warps=4,
-                                                  num_stages=3)
-                fn()
-                torch.cuda.synchronize()
-                row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": lag, "region_tiles": R, "trips": T,
-                       "tile_bytes": bn * D * 2}
-                if not once:
-                    kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
-                    ref = q.cpu().numpy().astype(np.float64) @ kk.T
-                    got = out[: 16 * bn].view(16, bn).cpu().numpy()
-                    us = _bench_us(fn)
-                    row.update(us=us, ok=bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2),
-                               cycles_per_iter=us * 1e-6 * clock / T,
-                               total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
-                rows.append(row)
-                print("coalesce", row, flush=True)
-    return rows
+    shares = [(1, 0)] + [(2, lag) for lag in (0, 1, 2, 4, 8)] + [(8, 0), (8, 1), (33, 0)]
+    cases = [(2 * sm_count, bn, sh, lag) for bn in (64, 16) for sh, lag in shares]
+    return _coalesce_cases("coalesce", cases, 16, 2048, clock)
 
 
 def coalescek(sm_count: int, clock: float) -> list:
@@ -378,43 +354,45 @@ def coalescek(sm_count: int, clock: float) -> list:
     time: ``coalesce``'s kernel with ``share`` = k consecutive CTAs reading one L2-resident region of
     16 tiles in phase (lag 0), k = 1 .. all, at 2 CTAs per SM and at 1. Under ncu (``MICRO_ONCE=1``)
     it gives the L2 sectors read against the bytes the SMs received; timed, the cycles per tile."""
-    return _coalesce_rows("coalescek", sm_count, clock, (2, 1), 16, 2048)
+    return _coalesce_cases("coalescek", _in_phase(sm_count, (2, 1)), 16, 2048, clock)
 
 
 def coalescek_dense(sm_count: int, clock: float) -> list:
     """``coalescek`` at 4 and 8 CTAs per SM, over regions of 4 tiles (so that even 2 sharers' regions
     stay in the L2: 528 x 64 KiB at 8 CTAs per SM), 512 tiles per CTA."""
-    return _coalesce_rows("coalescek_dense", sm_count, clock, (4, 8), 4, 512)
+    return _coalesce_cases("coalescek_dense", _in_phase(sm_count, (4, 8)), 4, 512, clock)
 
 
-def _coalesce_rows(section: str, sm_count: int, clock: float, per_sm: tuple, R: int, T: int) -> list:
+def _in_phase(sm_count: int, per_sm: tuple) -> list:
+    """(CTAs, BLOCK_N, share, lag 0) for k = 1 .. all CTAs reading each region, at ``per_sm`` CTAs per SM."""
+    return [(c * sm_count, bn, sh, 0) for c in per_sm for bn in (64, 16)
+            for sh in sorted({1, 2, 4, 8, 16, 33, 66, sm_count, 2 * sm_count, c * sm_count}) if sh <= c * sm_count]
+
+
+def _coalesce_cases(section: str, cases: list, R: int, T: int, clock: float) -> list:
+    """Launch (and unless ``MICRO_ONCE=1`` time and check) ``_stream_dot`` for each (CTAs, BLOCK_N,
+    share, lag) of ``cases`` over regions of ``R`` tiles, ``T`` tiles per CTA."""
     once = os.environ.get("MICRO_ONCE") == "1"
     rows = []
     D = 128
     q = torch.randn(16, D, device="cuda", dtype=torch.float16) * 0.05
-    x = torch.randn(max(per_sm) * sm_count * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
-    for ctas in (c * sm_count for c in per_sm):
-        for bn in (64, 16):
-            for sh in sorted({1, 2, 4, 8, 16, 33, 66, sm_count, 2 * sm_count, ctas}):
-                if sh > ctas:
-                    continue
-                out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
-                fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, 0, R - 1, BLOCK_N=bn, D=D, num_warps=4,
-                                                  num_stages=3)
-                fn()
-                torch.cuda.synchronize()
-                row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": 0, "region_tiles": R, "trips": T,
-                       "tile_bytes": bn * D * 2}
-                if not once:
-                    kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
-                    ref = q.cpu().numpy().astype(np.float64) @ kk.T
-                    got = out[: 16 * bn].view(16, bn).cpu().numpy()
-                    us = _bench_us(fn)
-                    row.update(us=us, ok=bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2),
-                               cycles_per_iter=us * 1e-6 * clock / T,
-                               total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
-                rows.append(row)
-                print(section, row, flush=True)
+    x = torch.randn(max(c[0] for c in cases) * R * 64 * D, device="cuda", dtype=torch.float16) * 0.05
+    for ctas, bn, sh, lag in cases:
+        out = torch.empty(ctas * 16 * bn, device="cuda", dtype=torch.float32)
+        fn = lambda: _stream_dot[(ctas,)](x, q, out, T, sh, lag, R - 1, BLOCK_N=bn, D=D, num_warps=4, num_stages=3)
+        fn()
+        torch.cuda.synchronize()
+        row = {"ctas": ctas, "BLOCK_N": bn, "share": sh, "lag": lag, "region_tiles": R, "trips": T,
+               "tile_bytes": bn * D * 2}
+        if not once:
+            kk = x[: R * bn * D].view(R, bn, D).cpu().numpy().astype(np.float64).sum(0) * (T // R)
+            ref = q.cpu().numpy().astype(np.float64) @ kk.T
+            got = out[: 16 * bn].view(16, bn).cpu().numpy()
+            us = _bench_us(fn)
+            row.update(us=us, ok=bool(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-9) < 2e-2),
+                       cycles_per_iter=us * 1e-6 * clock / T, total_tbs=bn * D * 2 * T * ctas / (us * 1e-6) / 1e12)
+        rows.append(row)
+        print(section, row, flush=True)
     return rows
 
 
