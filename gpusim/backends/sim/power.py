@@ -43,7 +43,7 @@ def launch_energy(cfg, counters, busy, cycles: float) -> tuple:
     e_sm = (e.get("tensor_flop", 0.0) * counters.tensor_flops + e.get("sram_byte", 0.0) * counters.sram_bytes
             + (e.get("vector_cycle", 0.0) * busy[1] + e.get("sfu_cycle", 0.0) * busy[2]) * cfg.sm_count * cycles)
     e_mem = (e.get("dram_byte", 0.0) * (counters.dram_read_bytes + counters.dram_write_bytes)
-             + e.get("l2_byte", 0.0) * (counters.l2_read_bytes + counters.l2_write_bytes))
+             + e.get("l2_byte", 0.0) * (counters.l2_read_bytes - counters.l2_merged_bytes + counters.l2_write_bytes))
     return e_sm, e_mem, seconds
 
 
