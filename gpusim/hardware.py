@@ -202,10 +202,10 @@ class GPUConfig(BaseModel):
     request_latency_cycles: dict[str, dict[int, NonNegativeFloat]] = {}
     # the L2 request coalescer: of the sectors that k CTAs on different SMs ask for at once (the
     # same tile, in phase), the fraction the L2 slices read (the rest is merged on the way and
-    # costs no slice bandwidth), by CTAs per SM, tile bytes, and k; interpolated in log2 of k and
-    # of the tile bytes (backends/sim/codegen.py coalesced_fraction). Empty = no merging (ideal,
-    # and the A100, whose coalescer is not measured here). Measured by ncu on
-    # benchmarks/micro_fidelity.py coalescek.
+    # costs no slice bandwidth), by CTAs per SM, tile bytes, and k; interpolated in log2 of all
+    # three (backends/sim/codegen.py coalesced_fraction). Empty = no merging (ideal, and the
+    # A100, whose coalescer is not measured here). Measured by ncu on
+    # benchmarks/micro_fidelity.py coalescek and coalescek_dense.
     l2_coalesced_fraction: dict[int, dict[int, dict[int, float]]] = {}
     # warp-instructions an SM issues per clock: one per sub-partition scheduler (4 on Ampere and
     # Hopper: NVIDIA A100 / H100 whitepapers)
