@@ -1031,19 +1031,17 @@ def coalesce_fields(runs: list) -> dict:
     launch's CTAs / SMs), tile bytes and CTAs reading each line (``share``); made non-increasing in
     ``share``, as merging more requests can only leave fewer sectors per request. ``share`` 1 is 1
     by definition (where one region per CTA does not fit in the L2, its time is the DRAM's)."""
-    import csv
+    from pathlib import Path
+
+    from gpusim.hw.validate.ncu import parse_ncu_csv
 
     table: dict = {}
     for micro, section, ncu_csvs in runs:
         rows = micro[section]
         sums: dict = {}
         for path in ncu_csvs:
-            per_launch: dict = {}
-            for r in csv.DictReader([ln for ln in open(path) if ln.startswith('"')]):
-                if "stream_dot" in r["Kernel Name"] or "lag_dot" in r["Kernel Name"]:
-                    v = r["Metric Value"].replace(",", "")
-                    per_launch.setdefault(int(r["ID"]), {})[r["Metric Name"]] = float(v) if v != "n/a" else None
-            launches = [per_launch[i] for i in sorted(per_launch)]
+            launches = [k["metrics"] for k in parse_ncu_csv(Path(path).read_text())
+                        if k["kernel"] in ("_stream_dot", "_lag_dot")]
             if len(launches) != len(rows):
                 raise ValueError(f"{path}: {len(launches)} profiled launches for {len(rows)} configs")
             for j, m in enumerate(launches):

@@ -90,18 +90,9 @@ def hbm_piece_cost(piece_bytes: float, cfg: GPUConfig) -> float:
     log2 of the piece between the measured sizes; 1 past the largest (and with no table). Below
     the smallest measured piece, that piece's fraction (a 32-byte sector is the L2's fetch unit)."""
     table = cfg.hbm_piece_efficiency
-    if not table or piece_bytes <= 0:
+    if not table or piece_bytes <= 0 or piece_bytes > max(table):
         return 1.0
-    keys = sorted(table)
-    if piece_bytes > keys[-1]:
-        return 1.0
-    if piece_bytes <= keys[0]:
-        return 1.0 / min(1.0, table[keys[0]])
-    for lo, hi in zip(keys, keys[1:]):
-        if lo <= piece_bytes <= hi:
-            w = (math.log2(piece_bytes) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
-            return 1.0 / min(1.0, table[lo] + w * (table[hi] - table[lo]))
-    return 1.0
+    return 1.0 / min(1.0, _log2_lerp(table, piece_bytes))
 
 
 def request_latency(table: dict, lines: float) -> float:
