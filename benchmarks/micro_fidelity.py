@@ -32,6 +32,8 @@ validation point:
             walking the sectors of each line in turn: the latency of a miss against the addresses.
   sectorstream stream_cols's walk along P rows as pointer chains (plain LDG), 32-256 bytes of every
             row per hop: the copy path's share of a streamed tile's round trip.
+  streamctas sectorstream's chains (64 rows per CTA) on 1 to 2 x sm_count CTAs at once: a streamed
+            tile's round trip against how many SMs ask at the same time.
   sectorlines the chains of sectorlat at 1 to 256 lines per hop, missing and hitting: a CTA's
             round trip against how many lines it asks for at once.
   sectorhits sectorlines' L2 hits with less noise (each chain cycling through 128 lines of its own).
@@ -41,7 +43,7 @@ validation point:
             scenario files (cache hits after `gpusim validate` compiled them).
 
 usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains]
-                                             [l2share] [dramchunk] [tilelat] [sectorlat] [sectorpitch] [sectorstream] [sectorlines] [sectorhits] [hmma] [resources SCENARIO...]
+                                             [l2share] [dramchunk] [tilelat] [sectorlat] [sectorpitch] [sectorstream] [streamctas] [sectorlines] [sectorhits] [hmma] [resources SCENARIO...]
 """
 from __future__ import annotations
 
@@ -662,17 +664,19 @@ def _sector_chase(p_ptr, start_ptr, out_ptr, hops, P: tl.constexpr, W: tl.conste
     # adjacent sectors of one line; GAP 2: every other sector; GAP 4: sector 0 of W / 8 consecutive
     # lines. Plain 4-byte loads (the addresses come from memory), so a warp instruction asks for
     # the sectors its lanes cover: W 8, 16, 32 -> 4 rows x 1 sector, 2 x 2, 1 x 4.
+    # With a grid of several CTAs, CTA i follows chains i * P .. i * P + P - 1.
     e = tl.arange(0, P * W)
     r = e // W
     c = e % W
     off = (c % 8) + (c // 8) * 8 * GAP
-    node = tl.load(start_ptr + r)
+    cta = tl.program_id(0)
+    node = tl.load(start_ptr + cta * P + r)
     for _ in range(hops):
         if CG:
             node = tl.load(p_ptr + node + off, cache_modifier=".cg")
         else:
             node = tl.load(p_ptr + node + off)
-    tl.store(out_ptr + e, node)
+    tl.store(out_ptr + cta * P * W + e, node)
 
 
 def _time_noflush_us(fn, reps: int = 20) -> float:
@@ -827,6 +831,41 @@ def sectorstream(sm_count: int, clock: float) -> list:
                 _chain_row("sectorstream", rows, {"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S,
                                                   "cg": cg}, _time_chains(buf, nodes, W, (256, 1024), cg=cg), clock)
             del buf
+            torch.cuda.empty_cache()
+    return rows
+
+
+def streamctas(sm_count: int, clock: float) -> list:
+    """``sectorstream``'s chains (64 rows per CTA walked along their length, 32 x S bytes of every
+    row per hop, plain LDG, every hop a miss after do_bench's L2 flush) on 1 to 2 x sm_count CTAs
+    at once, each CTA its own rows: a streamed tile's round trip against how many SMs ask at the
+    same time. Against ``stream_cols`` at the same CTA counts (cp.async, a barrier and a dot per
+    iteration) it separates the load on the memory system from the copy path's own cost."""
+    rows = []
+    H, P = 256, 64
+    for S in (1, 2, 4, 8):
+        W = 8 * S
+        pitch = 1 << int(math.ceil(math.log2((H + 1) * W)))       # elements per row
+        for ctas in (1, 8, 33, sm_count, 2 * sm_count):
+            n = ctas * P
+            # row r, hop j: the W elements at r * pitch + j * W hold r * pitch + (j + 1) * W
+            ar = torch.arange(n * pitch, dtype=torch.int64, device="cuda")
+            buf = ((ar // W + 1) * W).to(torch.int32)
+            del ar
+            starts = torch.arange(n, dtype=torch.int32, device="cuda") * pitch
+            out = torch.empty(n * W, dtype=torch.int32, device="cuda")
+            t, ok = [], True
+            for h in (64, 256):
+                fn = lambda h=h: _sector_chase[(ctas,)](buf, starts, out, h, P=P, W=W, GAP=1, CG=0, num_warps=4)
+                fn()
+                torch.cuda.synchronize()
+                want = torch.arange(n, dtype=torch.int64, device="cuda")[:, None] * pitch + h * W
+                ok = ok and bool((out.view(n, W).to(torch.int64) == want).all().item())
+                t.append(_bench_us(fn))
+            per_hop = (t[1] - t[0]) * 1e-6 / 192
+            _chain_row("streamctas", rows, {"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S,
+                                            "ctas": ctas, "buffer_mb": n * pitch * 4 / 1e6}, (t, ok, per_hop), clock)
+            del buf, starts, out
             torch.cuda.empty_cache()
     return rows
 
