@@ -837,7 +837,8 @@ def sectorstream(sm_count: int, clock: float) -> list:
 
 def streamctas(sm_count: int, clock: float) -> list:
     """``sectorstream``'s chains (64 rows per CTA walked along their length, 32 x S bytes of every
-    row per hop, plain LDG, every hop a miss after do_bench's L2 flush) on 1 to 2 x sm_count CTAs
+    row per hop, plain LDG, after do_bench's L2 flush; rows of 32 and 64 bytes per hop share lines
+    between hops, as in ``stream_cols``) on 1 to 2 x sm_count CTAs
     at once, each CTA its own rows: a streamed tile's round trip against how many SMs ask at the
     same time. Against ``stream_cols`` at the same CTA counts (cp.async, a barrier and a dot per
     iteration) it separates the load on the memory system from the copy path's own cost."""
@@ -862,7 +863,7 @@ def streamctas(sm_count: int, clock: float) -> list:
                 want = torch.arange(n, dtype=torch.int64, device="cuda")[:, None] * pitch + h * W
                 ok = ok and bool((out.view(n, W).to(torch.int64) == want).all().item())
                 t.append(_bench_us(fn))
-            per_hop = (t[1] - t[0]) * 1e-6 / 192
+            per_hop = (t[1] - t[0]) * 1e-6 / (256 - 64)
             _chain_row("streamctas", rows, {"layout": "stream", "chains": P, "row_bytes": 32 * S, "sectors": S,
                                             "ctas": ctas, "buffer_mb": n * pitch * 4 / 1e6}, (t, ok, per_hop), clock)
             del buf, starts, out
