@@ -58,6 +58,7 @@ PLAUSIBLE = {
     "request_latency_cycles": (0, 100000, ()),               # 0 .. ~850 measured (256 lines at once)
     "l2_coalesced_fraction": (0.01, 1.0, ()),                # 0.30 .. 0.93 measured (ncu)
     "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
+    "hbm_queue_window_cycles": (64, 1e8, ()),                # 8192 (4 us at 1.98 GHz)
     "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
     "dependent_latency_cycles": (0, 10000, ()),              # 0 .. 120 fitted (cycles per class)
@@ -216,6 +217,11 @@ class GPUConfig(BaseModel):
     # into registers (LDG) at a per-warp rate. None = only the SM's shared port limits (ideal).
     # Measured by benchmarks/micro_fidelity.py mlp (one CTA per SM streaming tiles of 8..32 KiB).
     cta_async_fill_bytes_per_clk: PositiveFloat | None = None
+    # loaded HBM latency: a miss's round trip grows as hbm_latency_cycles x u / (1 - u) with the
+    # DRAM's utilisation u, the launch's DRAM bytes over the peak read rate since it began, taken
+    # over at least this many cycles (backends/sim/memory.py LoadedLatency). None = the latency
+    # does not grow with load (ideal). Checked on benchmarks/kernels/stream_cols.py at 1 to 396 CTAs.
+    hbm_queue_window_cycles: PositiveFloat | None = None
     warp_load_bytes_per_clk: PositiveFloat | None = None
     # cycles from an instruction's issue until a dependent instruction can use its result, by class
     # (fp32, int, mufu, shfl, shared, shared_store, barrier, branch: backends/sim/warp.py); with the compiled loop

@@ -12,6 +12,9 @@ head or a GEMM panel, reuse it).
 """
 from __future__ import annotations
 
+import heapq
+from collections import deque
+
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from . import codegen
@@ -41,6 +44,72 @@ class Channel:
         if self.log is not None and nbytes:
             self.log.append((start, self.free_at, nbytes))
         return self.free_at
+
+
+class LoadedLatency:
+    """The HBM's loaded latency: a miss waits ``latency * u / (1 - u)`` cycles more than on an idle
+    GPU, ``u`` the DRAM's utilisation, the bytes the launch has read and written over the peak read
+    rate since it began (at least ``window`` cycles); the wait a request already has in the HBM
+    channel's FIFO counts toward it. The 1 / (1 - u) growth of a queue's response time: measured
+    by the streamed tile at 1 to 132 CTAs and 1 to 3 CTAs per SM (docs/validation.md, round 13).
+
+    A merged step's bytes count as read evenly over the iterations it stands for (from its issue
+    to its issue plus its exposures' latencies), not in one burst, as they are at full fidelity."""
+
+    U_MAX = 0.95      # a numerical guard: the FIFO channel, not this term, bounds a saturated DRAM
+
+    __slots__ = ("latency", "window", "rate", "done", "slope", "offset", "pending", "serving", "history",
+                 "inflight", "inflight_bytes")
+
+    def __init__(self, latency: float, window: float, bytes_per_cycle: float):
+        self.latency, self.window, self.rate = latency, window, bytes_per_cycle
+        self.done = 0.0                 # DRAM cycles fully served
+        self.slope = self.offset = 0.0  # of the transfers being served: sum of rates, sum of rate x start
+        self.pending: list = []         # heap of (start, end, rate): transfers not yet begun
+        self.serving: list = []         # heap of (end, rate, start)
+        self.history = deque([(0.0, 0.0)])     # (time, DRAM cycles served by then), the last window's
+        self.inflight: list = []        # heap of (time its data is back, bytes): the misses in flight
+        self.inflight_bytes = 0.0
+
+    def miss(self, nbytes: float, back: float) -> None:
+        """A miss of ``nbytes`` in flight until ``back``."""
+        self.inflight_bytes += nbytes
+        heapq.heappush(self.inflight, (back, nbytes))
+
+    def add(self, nbytes: float, start: float, end: float) -> None:
+        """``nbytes`` moved by the DRAM, served evenly over [start, end]."""
+        dur = nbytes / self.rate
+        if end <= start:
+            end = start + dur
+        heapq.heappush(self.pending, (start, end, dur / (end - start)))
+
+    def extra(self, now: float, fifo_wait: float) -> float:
+        """Extra round-trip cycles of a miss issued at ``now`` that already waits ``fifo_wait``."""
+        p, h = self.pending, self.serving
+        while p and p[0][0] <= now:
+            start, end, r = heapq.heappop(p)
+            self.slope += r
+            self.offset += r * start
+            heapq.heappush(h, (end, r, start))
+        while h and h[0][0] <= now:
+            end, r, start = heapq.heappop(h)
+            self.slope -= r
+            self.offset -= r * start
+            self.done += r * (end - start)
+        served = self.done + self.slope * now - self.offset
+        hist = self.history
+        while len(hist) > 1 and hist[1][0] <= now - self.window:
+            hist.popleft()
+        t0, s0 = hist[0]
+        hist.append((now, served))
+        u = (served - s0) / max(now - t0, self.window)
+        u = min(self.U_MAX, max(0.0, u))
+        f = self.inflight
+        while f and f[0][0] <= now:
+            self.inflight_bytes -= heapq.heappop(f)[1]
+        # a closed system: no miss waits behind more bytes than are in flight
+        q = min(self.latency * u / (1.0 - u), max(0.0, self.inflight_bytes) / self.rate)
+        return max(0.0, q - fifo_wait)
 
 
 class SM:
@@ -80,6 +149,8 @@ class MemoryPath:
         self.merge_table, self.ctas_per_sm = cfg.l2_coalesced_fraction, ctas_per_sm
         self.runs: dict = {}       # tile key -> [ready time of the run's first request, requests in the run]
         self.merge_cost: dict = {}     # (tile bytes, n) -> the n-th request's share, memoised
+        w = cfg.hbm_queue_window_cycles
+        self.loaded = LoadedLatency(self.hbm_latency, w, self.hbm.rate) if w else None
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
@@ -155,7 +226,15 @@ class MemoryPath:
         ready += lat
         if misses:
             lat = self.hbm_latency + extra
-            fill = self.hbm.transfer(miss_bytes * piece_cost, now) + lat
+            hbm, loaded = self.hbm, self.loaded
+            begin = hbm.free_at if hbm.free_at > now else now
+            q = loaded.extra(now, begin - now) if loaded is not None else 0.0
+            fill = hbm.transfer(miss_bytes * piece_cost, now) + lat + q
+            if loaded is not None:
+                loaded.add(miss_bytes, begin, max(hbm.free_at, now + exposures * lat))
+                lat += q
+                # a merged step keeps one iteration's tile in flight until its last one is back
+                loaded.miss(miss_bytes / nrep, fill + exposures * lat)
             # a merged tile's later iterations' lines arrive their exposures later: a CTA sharing
             # them waits for those, as it would at full fidelity
             self.l2.fill_done(fill + exposures * lat)
@@ -220,7 +299,10 @@ class MemoryPath:
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
         self.l2.fill_done(now)
         self.l2ch.transfer(nbytes, now)
+        begin = max(self.hbm.free_at, now)
         self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
+        if self.loaded is not None:
+            self.loaded.add(nbytes, begin, self.hbm.free_at)
         self.counters.dram_write_bytes += nbytes
         self.counters.l2_write_bytes += nbytes
 
