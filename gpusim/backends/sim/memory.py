@@ -225,19 +225,7 @@ class MemoryPath:
         lat = self.l2_latency + (0.0 if misses else extra)
         ready += lat
         if misses:
-            lat = self.hbm_latency + extra
-            hbm, loaded = self.hbm, self.loaded
-            begin = hbm.free_at if hbm.free_at > now else now
-            q = loaded.extra(now, begin - now) if loaded is not None else 0.0
-            fill = hbm.transfer(miss_bytes * piece_cost, now) + lat + q
-            if loaded is not None:
-                loaded.add(miss_bytes, begin, max(hbm.free_at, now + exposures * lat))
-                lat += q
-                # a merged step keeps one iteration's tile in flight until its last one is back
-                loaded.miss(miss_bytes / nrep, fill + exposures * lat)
-            # a merged tile's later iterations' lines arrive their exposures later: a CTA sharing
-            # them waits for those, as it would at full fidelity
-            self.l2.fill_done(fill + exposures * lat)
+            fill, lat = self.miss(miss_bytes, piece_cost, self.hbm_latency + extra, now, nrep, exposures)
             if fill > ready:
                 ready = fill
         if rate:
@@ -248,6 +236,23 @@ class MemoryPath:
         if run is not None:
             run[0] = ready      # later requests merge with this one until its data is back
         return ready
+
+    def miss(self, miss_bytes: float, piece_cost: float, lat: float, now: float, nrep: int, exposures: float):
+        """(when its lines are in the L2, its round trip) of a tile's DRAM read of ``miss_bytes``
+        at an idle round trip of ``lat`` cycles, plus the loaded latency where the config has it."""
+        hbm, loaded = self.hbm, self.loaded
+        begin = hbm.free_at if hbm.free_at > now else now
+        q = loaded.extra(now, begin - now) if loaded is not None else 0.0
+        fill = hbm.transfer(miss_bytes * piece_cost, now) + lat + q
+        if loaded is not None:
+            loaded.add(miss_bytes, begin, max(hbm.free_at, now + exposures * lat))
+            lat += q
+            # a merged step keeps one iteration's tile in flight until its last one is back
+            loaded.miss(miss_bytes / nrep, fill + exposures * lat)
+        # a merged tile's later iterations' lines arrive their exposures later: a CTA sharing
+        # them waits for those, as it would at full fidelity
+        self.l2.fill_done(fill + exposures * lat)
+        return fill, lat
 
     def coalesce(self, key, nbytes: int, nrep: int, cost: float, now: float):
         """(the run this request starts, or None when it joins one; its cost to the L2 slices) of a
