@@ -218,9 +218,10 @@ class GPUConfig(BaseModel):
     # Measured by benchmarks/micro_fidelity.py mlp (one CTA per SM streaming tiles of 8..32 KiB).
     cta_async_fill_bytes_per_clk: PositiveFloat | None = None
     # loaded HBM latency: a miss's round trip grows as hbm_latency_cycles x u / (1 - u) with the
-    # DRAM's utilisation u, the launch's DRAM bytes over the peak read rate since it began, taken
-    # over at least this many cycles (backends/sim/memory.py LoadedLatency). None = the latency
-    # does not grow with load (ideal). Checked on benchmarks/kernels/stream_cols.py at 1 to 396 CTAs.
+    # DRAM's utilisation u, its bytes over the last this-many cycles over what the peak read rate
+    # moves in them (backends/sim/memory.py LoadedLatency). None = the latency does not grow with
+    # load (ideal; off in every named config, docs/validation.md round 13). Checked on
+    # benchmarks/kernels/stream_cols.py at 1 to 396 CTAs.
     hbm_queue_window_cycles: PositiveFloat | None = None
     warp_load_bytes_per_clk: PositiveFloat | None = None
     # cycles from an instruction's issue until a dependent instruction can use its result, by class

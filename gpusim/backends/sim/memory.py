@@ -48,10 +48,11 @@ class Channel:
 
 class LoadedLatency:
     """The HBM's loaded latency: a miss waits ``latency * u / (1 - u)`` cycles more than on an idle
-    GPU, ``u`` the DRAM's utilisation, the bytes the launch has read and written over the peak read
-    rate since it began (at least ``window`` cycles); the wait a request already has in the HBM
-    channel's FIFO counts toward it. The 1 / (1 - u) growth of a queue's response time: measured
-    by the streamed tile at 1 to 132 CTAs and 1 to 3 CTAs per SM (docs/validation.md, round 13).
+    GPU, ``u`` the DRAM's utilisation, the bytes it read and wrote over the last ``window`` cycles
+    over what the peak read rate moves in that time; the wait a request already has in the HBM
+    channel's FIFO counts toward it, and no miss waits longer than the misses in flight take to
+    drain. The 1 / (1 - u) growth of a queue's response time: measured by the streamed tile at 1 to
+    132 CTAs and 1 to 3 CTAs per SM (docs/validation.md, round 13).
 
     A merged step's bytes count as read evenly over the iterations it stands for (from its issue
     to its issue plus its exposures' latencies), not in one burst, as they are at full fidelity."""
@@ -241,10 +242,12 @@ class MemoryPath:
         """(when its lines are in the L2, its round trip) of a tile's DRAM read of ``miss_bytes``
         at an idle round trip of ``lat`` cycles, plus the loaded latency where the config has it."""
         hbm, loaded = self.hbm, self.loaded
-        begin = hbm.free_at if hbm.free_at > now else now
-        q = loaded.extra(now, begin - now) if loaded is not None else 0.0
-        fill = hbm.transfer(miss_bytes * piece_cost, now) + lat + q
-        if loaded is not None:
+        if loaded is None:
+            fill = hbm.transfer(miss_bytes * piece_cost, now) + lat
+        else:
+            begin = hbm.free_at if hbm.free_at > now else now
+            q = loaded.extra(now, begin - now)
+            fill = hbm.transfer(miss_bytes * piece_cost, now) + lat + q
             loaded.add(miss_bytes, begin, max(hbm.free_at, now + exposures * lat))
             lat += q
             # a merged step keeps one iteration's tile in flight until its last one is back
@@ -304,9 +307,11 @@ class MemoryPath:
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
         self.l2.fill_done(now)
         self.l2ch.transfer(nbytes, now)
-        begin = max(self.hbm.free_at, now)
-        self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
-        if self.loaded is not None:
+        if self.loaded is None:
+            self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
+        else:
+            begin = max(self.hbm.free_at, now)
+            self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
             self.loaded.add(nbytes, begin, self.hbm.free_at)
         self.counters.dram_write_bytes += nbytes
         self.counters.l2_write_bytes += nbytes
