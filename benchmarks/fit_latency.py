@@ -1,15 +1,19 @@
-"""Fit the dependent-instruction latencies of a GPU config (``dependent_latency_cycles``) to the
-dependent-chain microbenchmarks recorded on the GPU, and show how well the warp scoreboard
-(``backends/sim/warp.py``) predicts each of them.
+"""Check (or fit) the dependent-instruction latencies of a GPU config (``dependent_latency_cycles``)
+against the dependent-chain microbenchmarks recorded on the GPU, and show how well the warp
+scoreboard (``backends/sim/warp.py``) predicts each of them.
 
-The microbenchmarks (``benchmarks/micro_fidelity.py latency`` and ``reduction``) ran one warp per
-SM (FMA and EX2 chains) or one CTA per SM (a chain through a row reduction of an R x C tile, 4
-and 8 warps), so nothing hides their latency. Each kernel is compiled here for sm_90 (no GPU
-needed; the same Triton source), its loop body scheduled with trial latencies, and the latencies
-chosen that minimise the mean relative error over all rows (coordinate descent from published
-values). The micro rows were recorded with triton 3.6 on the H200; the SASS here is triton 3.9's.
+Since round 15 the shipped latencies are measured one by one (``benchmarks/latency_chains.py``),
+and this script is their check: ``--check-all`` schedules every recorded chain's loop body with
+the config's latencies. The microbenchmarks (``benchmarks/micro_fidelity.py latency``,
+``reduction`` and ``chains``) ran one warp per SM (FMA and EX2 chains) or one CTA per SM (a chain
+through a row reduction of an R x C tile, 1 to 16 warps), so nothing hides their latency. Each
+kernel is compiled here for sm_90 as the JIT compiles it on the GPU (the same Triton source,
+pointers 16-byte aligned), or its body read from ``--bodies``. Without ``--check-all`` the
+latencies are fitted (coordinate descent on the mean relative error, from published values):
+an exploration, not what the configs ship.
 
-    PYTHONPATH=$PWD python benchmarks/fit_latency.py [--micro-dir docs/validation/h200/micro]
+    PYTHONPATH=$PWD python benchmarks/fit_latency.py --check-all [--gpu configs/h200.yaml] [--json OUT]
+    PYTHONPATH=$PWD python benchmarks/fit_latency.py [--json OUT]          (fit)
 """
 from __future__ import annotations
 
@@ -54,8 +58,12 @@ def _sass(fn, signature: dict, constexprs: dict, num_warps: int) -> str:
 
     sig = dict(signature)
     sig.update({k: "constexpr" for k in constexprs})
-    k = triton.compile(ASTSource(fn, sig, constexprs), target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": num_warps, "num_stages": 1})
+    # as the JIT launches it on torch tensors, and as gpusim's own compile does: pointers 16-byte
+    # aligned. Without that hint ptxas schedules a reduction's rows one after the other (a 4x
+    # longer chain than the kernel that ran; round 15), and the default stages
+    aligned = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+    k = triton.compile(ASTSource(fn, sig, constexprs, aligned), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": num_warps})
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "k.cubin")
         with open(path, "wb") as f:
@@ -110,6 +118,24 @@ def held_out(path: str) -> list:
     return out
 
 
+def row_sweep(path: str) -> list:
+    """(label, loop body, measured cycles) of the one-warp row-count sweep (benchmarks/reduce_rows.py)."""
+    import micro_fidelity as mf     # noqa: E402
+    import reduce_rows as rr        # noqa: E402
+
+    out = []
+    for row in json.load(open(path))["rows"]:
+        op = 0 if row["op"] == "max" else 2
+        if row["kernel"] == "_warp_max":
+            body = _body(rr._warp_max, {"out_ptr": "*fp32", "c": "fp32", "T": "i32"}, {"OP": op}, 1)
+        else:
+            body = _body(mf._reduce_chain, {"out_ptr": "*fp32", "c": "fp32", "T": "i32"},
+                         {"R": row["R"], "C": row["C"], "OP": op}, 1)
+        out.append((f"{row['op']} {row['R']}x{row['C']} ({row['kernel'].strip('_')}), 1 warps", body,
+                    row["cycles_per_iter"]))
+    return out
+
+
 def errors(rows: list, lat: dict) -> list:
     return [warp.iteration_cycles(body, lat, RATES, _warps(label)) / meas - 1.0
             for label, body, meas in rows]
@@ -143,6 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the fitted latencies and per-row errors here")
     ap.add_argument("--check", help="instead of fitting, predict the held-out chains of this micro_fidelity.py "
                                     "chains JSON with the latencies of --gpu")
+    ap.add_argument("--check-all", action="store_true",
+                    help="predict every recorded chain (fit rows and micro_chains.json) with the latencies of --gpu")
     ap.add_argument("--gpu", default=os.path.join(ROOT, "configs", "h200.yaml"))
     ap.add_argument("--chains", help="also fit to the chains of this micro_fidelity.py chains JSON")
     ap.add_argument("--bodies", help="loop bodies recorded with the GPU machine's compiler (--dump there); "
@@ -157,22 +185,41 @@ def main(argv=None) -> int:
         import triton
 
         cases(args.micro_dir)
-        if args.check:
-            held_out(args.check)
+        if args.check or args.check_all:
+            held_out(args.check or os.path.join(args.micro_dir, "micro_chains.json"))
+        if args.check_all and os.path.exists(os.path.join(args.micro_dir, "micro_reduce_rows.json")):
+            row_sweep(os.path.join(args.micro_dir, "micro_reduce_rows.json"))
         with open(args.dump, "w") as f:
             json.dump({"triton": triton.__version__, "bodies": BODIES}, f)
         print(f"wrote {len(BODIES)} loop bodies (triton {triton.__version__}) to {args.dump}")
         return 0
-    if args.check:
+    if args.check or args.check_all:
         from gpusim.hardware import load_gpu
 
         lat = load_gpu(args.gpu).dependent_latency_cycles
-        rows = held_out(args.check)
+        if args.check_all:
+            rows = cases(args.micro_dir) + held_out(os.path.join(args.micro_dir, "micro_chains.json"))
+            sweep = os.path.join(args.micro_dir, "micro_reduce_rows.json")
+            if os.path.exists(sweep):
+                rows += row_sweep(sweep)
+        else:
+            rows = held_out(args.check)
         errs = errors(rows, lat)
+        res = []
         for (label, body, meas), e in zip(rows, errs):
+            res.append({"case": label, "instructions": len(body), "measured_cycles": meas,
+                        "predicted_cycles": meas * (1 + e), "error_pct": 100 * e})
             print(f"  {label:28s} {len(body):4d} instr  measured {meas:8.1f}  predicted {meas * (1 + e):8.1f}  {100 * e:+6.1f}%")
         a = sorted(abs(x) for x in errs)
-        print(f"held-out chains: {len(a)}, median |error| {100 * a[len(a) // 2]:.1f}%, max {100 * a[-1]:.1f}%")
+        summary = {"chains": len(a), "median_abs_error_pct": 100 * a[len(a) // 2],
+                   "p90_abs_error_pct": 100 * a[int(0.9 * len(a))], "max_abs_error_pct": 100 * a[-1],
+                   "mean_error_pct": 100 * sum(errs) / len(errs)}
+        print(f"chains: {summary['chains']}, median |error| {summary['median_abs_error_pct']:.1f}%, "
+              f"p90 {summary['p90_abs_error_pct']:.1f}%, max {summary['max_abs_error_pct']:.1f}%, "
+              f"mean {summary['mean_error_pct']:+.1f}%  (latencies of {args.gpu}: {lat})")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"gpu": os.path.relpath(args.gpu, ROOT), "dependent_latency_cycles": lat, "summary": summary, "rows": res}, f, indent=1)
         return 0
     rows = cases(args.micro_dir) + (held_out(args.chains) if args.chains else [])
     lat = fit(rows)
