@@ -81,15 +81,17 @@ def _stream(cfg, ctas):
 
 
 def test_a_loaded_gpu_streams_slower_than_the_idle_latency_says():
-    off = load_gpu("h200")
-    assert off.hbm_queue_window_cycles is None       # judged and not shipped (docs/validation.md round 13)
-    cfg = off.model_copy(update={"hbm_queue_window_cycles": 8192.0})
+    cfg = load_gpu("h200")
+    assert cfg.hbm_queue_window_cycles == 8192     # on since round 15 (docs/validation.md)
+    off = cfg.model_copy(update={"hbm_queue_window_cycles": None})
     # one CTA leaves the DRAM idle: the same time with or without loaded latency
     assert _stream(cfg, 1) == pytest.approx(_stream(off, 1), rel=0.01)
     # 132 CTAs load it: their round trips grow
     assert _stream(cfg, 132) > 1.1 * _stream(off, 132)
 
 
-def test_named_configs_have_no_loaded_latency():
-    for name in ("h200", "h100", "a100", "h200-ideal", "h100-ideal", "a100-ideal"):
+def test_real_configs_have_the_loaded_latency_and_ideal_bounds_do_not():
+    for name in ("h200", "h100", "a100", "a100-80gb"):
+        assert load_gpu(name).hbm_queue_window_cycles == 8192
+    for name in ("h200-ideal", "h100-ideal", "a100-ideal", "a100-80gb-ideal"):
         assert load_gpu(name).hbm_queue_window_cycles is None
