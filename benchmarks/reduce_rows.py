@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import triton
@@ -21,6 +20,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import micro_fidelity as mf  # noqa: E402
+from latency_chains import _clock_hz  # noqa: E402
 
 T = 4096
 SHAPES = tuple((r, 128) for r in (1, 2, 4, 8, 16, 32)) + tuple((r, 32) for r in (1, 2, 4, 8, 16))
@@ -35,12 +35,6 @@ def _warp_max(out_ptr, c, T, OP: tl.constexpr):
         else:
             x = x * c - x * 1e-3
     tl.store(out_ptr + tl.arange(0, 32), x)
-
-
-def _clock_hz() -> float:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-    return float(out) * 1e6
 
 
 def measure() -> dict:
