@@ -136,6 +136,13 @@ def row_sweep(path: str) -> list:
     return out
 
 
+def all_chains(micro_dir: str) -> list:
+    """Every recorded chain: the fit rows, ``micro_chains.json`` and, when recorded, the row sweep."""
+    rows = cases(micro_dir) + held_out(os.path.join(micro_dir, "micro_chains.json"))
+    sweep = os.path.join(micro_dir, "micro_reduce_rows.json")
+    return rows + (row_sweep(sweep) if os.path.exists(sweep) else [])
+
+
 def errors(rows: list, lat: dict) -> list:
     return [warp.iteration_cycles(body, lat, RATES, _warps(label)) / meas - 1.0
             for label, body, meas in rows]
@@ -184,11 +191,12 @@ def main(argv=None) -> int:
     if args.dump:
         import triton
 
-        cases(args.micro_dir)
-        if args.check or args.check_all:
-            held_out(args.check or os.path.join(args.micro_dir, "micro_chains.json"))
-        if args.check_all and os.path.exists(os.path.join(args.micro_dir, "micro_reduce_rows.json")):
-            row_sweep(os.path.join(args.micro_dir, "micro_reduce_rows.json"))
+        if args.check_all:
+            all_chains(args.micro_dir)
+        else:
+            cases(args.micro_dir)
+            if args.check:
+                held_out(args.check)
         with open(args.dump, "w") as f:
             json.dump({"triton": triton.__version__, "bodies": BODIES}, f)
         print(f"wrote {len(BODIES)} loop bodies (triton {triton.__version__}) to {args.dump}")
@@ -197,13 +205,7 @@ def main(argv=None) -> int:
         from gpusim.hardware import load_gpu
 
         lat = load_gpu(args.gpu).dependent_latency_cycles
-        if args.check_all:
-            rows = cases(args.micro_dir) + held_out(os.path.join(args.micro_dir, "micro_chains.json"))
-            sweep = os.path.join(args.micro_dir, "micro_reduce_rows.json")
-            if os.path.exists(sweep):
-                rows += row_sweep(sweep)
-        else:
-            rows = held_out(args.check)
+        rows = all_chains(args.micro_dir) if args.check_all else held_out(args.check)
         errs = errors(rows, lat)
         res = []
         for (label, body, meas), e in zip(rows, errs):

@@ -33,6 +33,7 @@ usage: python benchmarks/latency_chains.py OUT.json    (on a machine with an NVI
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -163,16 +164,13 @@ def _start_values(name: str, n: int):
     return (4.0 * np.arange(n)).astype(np.float32) if name == "lds" else np.arange(n, dtype=np.float32)
 
 
-def _clock_hz() -> float:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
-    return float(out) * 1e6
-
-
 def measure(T: int = 1 << 15) -> dict:
     import numpy as np
     import torch
     from triton.testing import do_bench
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from micro_fidelity import _clock_hz
 
     clock = _clock_hz()
     rows, latency = {}, {}
@@ -207,7 +205,6 @@ def sass() -> int:
     from triton.compiler import ASTSource
 
     from gpusim.backends.triton import compile as C
-    import os
     import tempfile
     from collections import Counter
 

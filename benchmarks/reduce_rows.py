@@ -20,7 +20,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import micro_fidelity as mf  # noqa: E402
-from latency_chains import _clock_hz  # noqa: E402
+from micro_fidelity import _clock_hz  # noqa: E402
 
 T = 4096
 SHAPES = tuple((r, 128) for r in (1, 2, 4, 8, 16, 32)) + tuple((r, 32) for r in (1, 2, 4, 8, 16))
