@@ -66,6 +66,12 @@ WANTED = (["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "smsp__inst_execu
            "lts__t_sectors_srcunit_tex_op_write_lookup_miss.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
            "lts__d_sectors_fill_sysmem.sum", "lts__t_sectors_op_write.sum", "dram__sectors_read.sum", "dram__sectors_write.sum",
            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_miss.sum", "sm__ctas_launched.sum",
+           # round 16: register spills (local memory through the L1, then the L2)
+           "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+           "l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_local_op_st.sum",
+           "l1tex__t_sectors_pipe_lsu_mem_local_op_ld_lookup_hit.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st_lookup_hit.sum",
+           "smsp__inst_executed_op_local_ld.sum", "smsp__inst_executed_op_local_st.sum",
+           "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "launch__stack_size",
            "launch__occupancy_limit_registers", "launch__registers_per_thread", "sm__maximum_warps_per_active_cycle_pct"]
           + [f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in STALLS])
 
