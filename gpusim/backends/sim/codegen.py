@@ -239,13 +239,13 @@ def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig) -> tuple | None:
             sfu * num_warps * 32 / cfg.sfu_ops_per_clk_per_sm)
 
 
-def loop_spill_bytes_per_thread(compiled) -> float:
-    """STL + LDL bytes per thread inside the compiled loop: the kernel's spill bytes times the share
-    of its STL / LDL instructions that sit in the loop."""
+def loop_spill_bytes_per_thread(compiled, ops: tuple = ("STL", "LDL")) -> float:
+    """STL + LDL bytes per thread inside the compiled loop (``ops``: only those kinds): the kernel's
+    spill bytes times the share of its STL / LDL instructions that sit in the loop."""
     total, loop = dict(compiled.sass), dict(compiled.sass_loop)
     out = 0.0
     for op, nbytes in (("STL", compiled.spill_store_bytes), ("LDL", compiled.spill_load_bytes)):
-        if total.get(op):
+        if op in ops and total.get(op):
             out += nbytes * loop.get(op, 0) / total[op]
     return out
 
@@ -361,6 +361,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         dup = tensor_duplication(compiled, program.num_warps, loops, unroll)
         issue = loop_issue_cycles(compiled, program.num_warps, cfg)
         spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps / unroll
+        spill_st = loop_spill_bytes_per_thread(compiled, ("STL",)) * 32 * program.num_warps / unroll
         per_body = loop_latency_cycles(compiled, program.num_warps, cfg)
         if per_body and len(per_body) == len(loops):   # compiled loops in program order
             latency = per_body
@@ -370,8 +371,10 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         unroll, dup, issue = 1, None, None      # dup None: each tensor step's own estimate
         spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                           cfg.max_registers_per_thread)
+        spill_st = spill / 2.0      # every register past the limit is stored and reloaded once
     lat = iter(latency)
-    steps = tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill)
+    steps = tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill,
+                          spill_store_bytes=spill_st)
                   if isinstance(s, LoopStep) else s for s in steps)
     return _straight_latency(steps, straight_cycles(compiled, program.num_warps, cfg))
 

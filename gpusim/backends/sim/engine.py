@@ -177,7 +177,8 @@ class LaunchSim:
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
-        l2_cycles = (skipped.l2_read_bytes - skipped.l2_merged_bytes + skipped.l2_write_bytes) / mem.l2ch.rate
+        l2_cycles = (skipped.l2_read_bytes - skipped.l2_merged_bytes
+                     + skipped.l2_write_bytes * mem.l2_write_rate_ratio) / mem.l2ch.rate
         extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles, (n - len(order)) * self.dispatch_cycles)
         # the skipped middle streamed its unique data through the L2: if that is more than the L2
         # holds, only lines the tail CTAs touched survive it
@@ -363,7 +364,7 @@ class LaunchSim:
         timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):
             inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {})
-        issue, body, spill = self._issue_group, d.body, d.spill_bytes
+        issue, body, spill, spill_st = self._issue_group, d.body, d.spill_bytes, d.spill_store_bytes
         for j in range(nsup):
             nxt = j + ahead
             if early and nxt < nsup and nxt not in inflight:
@@ -373,7 +374,7 @@ class LaunchSim:
                 ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
             scale = min(g, trips - j * g)
             if spill:
-                t = self.mem.spill(spill * scale, self.now, sm)
+                t = self.mem.spill(spill * scale, self.now, sm, spill_st * scale)
                 if t > self.now:
                     yield t - self.now
             for s in body:

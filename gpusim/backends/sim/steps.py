@@ -82,6 +82,7 @@ class LoopStep:
     loads: tuple        # LoadDesc issued by the loop, once per iteration
     body: tuple
     spill_bytes: float = 0.0   # local-memory bytes (spill stores + reloads) one iteration moves
+    spill_store_bytes: float = 0.0   # of which stores (STL: written through the L1 to the L2)
 
 
 def lower(ops, shared: set, loads: list) -> list:
