@@ -39,7 +39,7 @@ PLAUSIBLE = {
     "l2_ways": (1, 1024, ()),                                # 16
     "l2_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 7 .. 9 TB/s
     "l2_latency_cycles": (10, 10000, ()),                    # ~263 .. 289
-    "l2_write_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 4.3 TB/s measured on the H200
+    "l2_write_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 4.3 TB/s (H200, measured)
     "sm_load_bytes_per_clk": (1, 4096, ()),                  # 64 .. 102
     "hbm_bytes": (GIB, 1 << 46, ((GIB, "GiB"),)),            # 40 .. 141 GiB
     "hbm_read_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),   # 1.5 .. 4.8 TB/s
@@ -150,9 +150,10 @@ class GPUConfig(BaseModel):
     l2_line_bytes: PositiveInt = 128
     l2_ways: PositiveInt = 16
     l2_bandwidth_bytes_per_s: PositiveFloat
-    # the rate the SMs' stores reach the L2 at (benchmarks/l2_write.py: 3.6-4.7 TB/s on the H200,
-    # against 9.07 TB/s of reads); reads and writes share the SM <-> L2 path, so a written byte holds
-    # it for l2_bandwidth / this of a read byte's time. None = writes at the read rate (as until
+    # the rate the SMs' stores reach the L2 at (benchmarks/l2_write.py: 3.7-4.7 TB/s on the H200,
+    # against 9.07 TB/s of reads). The model puts reads and writes on one SM <-> L2 path, so a
+    # written byte holds it for l2_bandwidth / this of a read byte's time (the H200 overlaps the two
+    # in part: l2_write.py mixed). None = writes at the read rate (as until
     # round 16; every named config for now, docs/validation.md round 16)
     l2_write_bandwidth_bytes_per_s: PositiveFloat | None = None
     l2_latency_cycles: PositiveFloat
