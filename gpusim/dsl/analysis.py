@@ -157,6 +157,52 @@ def chained_dot_outputs(program: ir.Program) -> set:
     return out
 
 
+def _uses(ops) -> dict:
+    """How many times each value id is read by ``ops`` (loop bodies, inits and yields included)."""
+    n: dict = {}
+
+    def read(v):
+        if isinstance(v, ir.Value):
+            n[v.id] = n.get(v.id, 0) + 1
+
+    for op in ir.walk(ops):
+        for f in op.__dataclass_fields__:
+            if f in ("out", "outs", "args", "body"):
+                continue
+            v = getattr(op, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                read(x)
+    return n
+
+
+def fma_contractions(program: ir.Program) -> frozenset:
+    """Ids of the ``add``/``sub`` outputs that the compiler contracts with the multiply feeding them
+    into one fused multiply-add (FFMA, or HFMA2 on 16-bit floats): a float ``mul`` whose only
+    reader is an ``add``/``sub`` of the same shape in the same op list. LLVM's NVPTX backend
+    contracts ``fmul`` + ``fadd`` by default and Triton emits no ``.rn`` that would forbid it
+    (the compiled SASS of ``x * a + b`` is one FFMA per element: benchmarks/kernels/spill_live.py).
+    The multiply then issues nothing of its own: the pair costs one instruction."""
+    uses = _uses(program.body)
+    out: set = set()
+
+    def visit(ops):
+        muls = {}
+        for op in ops:
+            if isinstance(op, ir.Loop):
+                visit(op.body)
+            elif isinstance(op, ir.Binary) and op.op == "mul" and op.out.dtype in ir.FLOAT_DTYPES:
+                muls[op.out.id] = op
+            elif isinstance(op, ir.Binary) and op.op in ("add", "sub") and op.out.dtype in ir.FLOAT_DTYPES:
+                for v in (op.a, op.b):
+                    m = muls.get(getattr(v, "id", None))
+                    if m is not None and uses.get(m.out.id) == 1 and m.out.shape == op.out.shape:
+                        out.add(op.out.id)
+                        del muls[m.out.id]
+                        break
+    visit(program.body)
+    return frozenset(out)
+
+
 def feeds_dot(program: ir.Program) -> set:
     """Ids of the values that reach a Dot operand through views: loaded ones live in shared memory."""
     alias: dict = {}

@@ -216,16 +216,18 @@ TENSOR_OPCODES = ("HGMMA", "HMMA", "WARPGROUP")   # run on the tensor pipe (cost
 SFU_OPCODES = ("MUFU",)
 
 
-def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig) -> tuple | None:
+def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig, mix: dict | None = None) -> tuple | None:
     """(issue cycles, SFU cycles) one CTA's loop iteration puts on its SM, from the compiled loop
-    body's instruction mix: every non-tensor instruction takes one issue slot per warp (an SM
-    issues ``warp_issue_per_clk_per_sm`` warp-instructions per clock), and every MUFU instruction
-    holds the special-function pipe for 32 lanes. None when the loop mix is unknown.
+    body's instruction mix (``mix``: one body's, see ``body_mixes``; default the kernel's loops
+    together): every non-tensor instruction takes one issue slot per warp (an SM issues
+    ``warp_issue_per_clk_per_sm`` warp-instructions per clock), and every MUFU instruction holds the
+    special-function pipe for 32 lanes. None when the loop mix is unknown.
 
     This sees what the tile-level op list cannot: work the compiler duplicates across warps (a
     64-row tile on 8 warps computes its softmax in both warpgroups), layout conversions, index
     arithmetic and the reductions' shuffles."""
-    mix = dict(getattr(compiled, "sass_loop", ()) or ())
+    if mix is None:
+        mix = dict(getattr(compiled, "sass_loop", ()) or ())
     if not mix:
         return None
     issue = sfu = 0
@@ -239,10 +241,31 @@ def loop_issue_cycles(compiled, num_warps: int, cfg: GPUConfig) -> tuple | None:
             sfu * num_warps * 32 / cfg.sfu_ops_per_clk_per_sm)
 
 
-def loop_spill_bytes_per_thread(compiled, ops: tuple = ("STL", "LDL")) -> float:
-    """STL + LDL bytes per thread inside the compiled loop (``ops``: only those kinds): the kernel's
-    spill bytes times the share of its STL / LDL instructions that sit in the loop."""
-    total, loop = dict(compiled.sass), dict(compiled.sass_loop)
+def body_mixes(compiled, loops: int) -> list | None:
+    """Per compiled loop body, in program order: {opcode: count} (``sass_loop`` split by loop), when
+    the kernel has exactly ``loops`` bodies (one per loop of the tile program); else None.
+
+    A streamed row kernel has two or three loops (softmax: the statistics pass, then the normalising
+    pass); each costs its own body's instructions, not the kernel's loops together."""
+    bodies = getattr(compiled, "loop_bodies", None)
+    if not bodies or len(bodies) != loops:
+        return None
+    out = []
+    for b in bodies:
+        mix: dict = {}
+        for ins in b:
+            op = ins.split("|", 1)[0].split(".", 1)[0]
+            mix[op] = mix.get(op, 0) + 1
+        out.append(mix)
+    return out
+
+
+def loop_spill_bytes_per_thread(compiled, ops: tuple = ("STL", "LDL"), mix: dict | None = None) -> float:
+    """STL + LDL bytes per thread inside the compiled loop (``ops``: only those kinds; ``mix``: one
+    loop body's opcode counts, default the kernel's loops together): the kernel's spill bytes times
+    the share of its STL / LDL instructions that sit in the loop."""
+    total = dict(compiled.sass)
+    loop = dict(compiled.sass_loop) if mix is None else mix
     out = 0.0
     for op, nbytes in (("STL", compiled.spill_store_bytes), ("LDL", compiled.spill_load_bytes)):
         if op in ops and total.get(op):
@@ -254,7 +277,8 @@ def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
     """Iterations of the tile program's loops that one compiled loop body holds (ptxas unrolls
     small loop bodies, e.g. 4x for a 64x64x32 GEMM tile): the body's global-load bytes per thread
     over the loads the tile program issues per iteration. The SASS counts of the loop (issue, MUFU,
-    spills, MMA FLOPs) are divided by it. 1 when unknown or when the loop loads nothing.
+    spills, MMA FLOPs) are divided by it. 1 when unknown. A loop that loads nothing is measured by
+    its arithmetic instead (``arithmetic_unroll``).
 
     A body that copies a tile more than once is not unrolled: triton 3.6 stages the backward's
     row vectors (LSE, delta) with 16 predicated 8-byte copies per thread, 192 load bytes per
@@ -263,12 +287,12 @@ def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
     from .steps import TensorStep
 
     body = getattr(compiled, "loop_load_bytes", None)
-    if not body:
-        return 1
     tensors = {t.name: t for t in program.params}
     per_iter = sum(math.prod(ld.shape) * ir.DTYPE_BYTES[tensors[ld.tensor].dtype]
                    for s in loop_steps for ld in s.loads if ld.tensor in tensors)
     if not per_iter:
+        return arithmetic_unroll(compiled, program) if body is not None else 1
+    if not body:
         return 1
     unroll = max(1, round(body * 32 * program.num_warps / per_iter))
     mma = getattr(compiled, "loop_mma_flops", None)
@@ -276,6 +300,36 @@ def unroll_factor(compiled, program: ir.Program, loop_steps: list) -> int:
     if mma and tile:
         unroll = min(unroll, max(1, math.floor(mma * program.num_warps / tile + 1e-9)))
     return unroll
+
+
+_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def arithmetic_unroll(compiled, program: ir.Program) -> int:
+    """The unroll factor of loops that load nothing (a compute-only loop, as in
+    benchmarks/kernels/spill_live.py): the compiled bodies' FP32-pipe instructions (FFMA, FADD,
+    FMNMX, FSETP, FSEL...) per thread over the tile program's float elementwise ops per thread per
+    iteration, a multiply-add counted once (``analysis.fma_contractions``). ptxas unrolls such a
+    loop of 1024 iterations over 16 values 17 times (272 FFMA in the body; its counter steps by 17).
+    1 when the bodies are unknown or the loops do no float arithmetic."""
+    from ...dsl import analysis
+    from .warp import op_class
+
+    bodies = getattr(compiled, "loop_bodies", None)
+    if not bodies:
+        return 1
+    sass = sum(1 for b in bodies for ins in b if op_class(ins.split("|", 1)[0]) == "fp32")
+    fused = analysis.fma_contractions(program)
+    ops = 0
+    for loop in (op for op in program.body if isinstance(op, ir.Loop)):
+        for op in ir.walk(loop.body):
+            if isinstance(op, ir.Unary) and op.op in ir.SFU_UNARY:
+                continue
+            if (isinstance(op, (ir.Binary, ir.Unary, ir.Where)) and op.out.id not in fused
+                    and (op.out.dtype in ir.FLOAT_DTYPES or getattr(op, "op", None) in _COMPARES)):
+                ops += op.out.numel
+    per_thread = ops / (32 * program.num_warps)
+    return max(1, round(sass / per_thread)) if per_thread else 1
 
 
 def tensor_duplication(compiled, num_warps: int, loop_steps: list, unroll: int = 1) -> float:
@@ -315,6 +369,15 @@ def _scoreboard_rates(cfg: GPUConfig) -> dict:
             "shared": cfg.shared_bytes_per_clk_per_sm}
 
 
+def _simt_shares(loops: list) -> list:
+    """Each loop's share of the loops' SIMT pipe time per iteration (equal shares when none has any)."""
+    from .steps import SimtStep
+
+    t = [sum(max(b.vector_cycles, b.sfu_cycles) for b in s.body if isinstance(b, SimtStep)) for s in loops]
+    tot = sum(t)
+    return [x / tot for x in t] if tot else [1.0 / len(loops)] * len(loops) if loops else []
+
+
 def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
     """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic ``est_dup``),
     its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
@@ -345,10 +408,12 @@ def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> 
 
 
 def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
-    """The step list with each loop's SIMT steps raised to the compiled loop's issue and SFU
+    """The step list with each loop's SIMT steps raised to its compiled body's issue and SFU
     cycles and given its dependent-chain cycles as their least time, its tensor steps scaled by the
-    work the compiler duplicates across warpgroups, and its spill traffic set; the compiled loop's
-    counts are per ``unroll_factor`` iterations."""
+    work the compiler duplicates across warpgroups, and its spill traffic set; the compiled loops'
+    counts are per ``unroll_factor`` iterations. Each loop takes its own body's counts
+    (``body_mixes``); when the bodies are unknown, the loops' summed counts are shared among them
+    in proportion to their SIMT time."""
     from dataclasses import replace
 
     from .steps import LoopStep
@@ -359,23 +424,39 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
     if compiled is not None:
         unroll = unroll_factor(compiled, program, loops)
         dup = tensor_duplication(compiled, program.num_warps, loops, unroll)
-        issue = loop_issue_cycles(compiled, program.num_warps, cfg)
-        spill = loop_spill_bytes_per_thread(compiled) * 32 * program.num_warps / unroll
-        spill_st = loop_spill_bytes_per_thread(compiled, ("STL",)) * 32 * program.num_warps / unroll
+        w = 32 * program.num_warps / unroll
+        mixes = body_mixes(compiled, len(loops))
+        if mixes is None:        # bodies unknown: the loops together, shared by their SIMT time
+            share = _simt_shares(loops)
+            issue = loop_issue_cycles(compiled, program.num_warps, cfg)
+            issue = [None if issue is None else (issue[0] * f, issue[1] * f) for f in share]
+            spill = [loop_spill_bytes_per_thread(compiled) * w * f for f in share]
+            spill_st = [loop_spill_bytes_per_thread(compiled, ("STL",)) * w * f for f in share]
+        else:
+            issue = [loop_issue_cycles(compiled, program.num_warps, cfg, m) for m in mixes]
+            spill = [loop_spill_bytes_per_thread(compiled, mix=m) * w for m in mixes]
+            spill_st = [loop_spill_bytes_per_thread(compiled, ("STL",), m) * w for m in mixes]
         per_body = loop_latency_cycles(compiled, program.num_warps, cfg)
         if per_body and len(per_body) == len(loops):   # compiled loops in program order
             latency = per_body
     else:
         from .cost import cta_resources
 
-        unroll, dup, issue = 1, None, None      # dup None: each tensor step's own estimate
-        spill = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
-                                          cfg.max_registers_per_thread)
-        spill_st = spill / 2.0      # every register past the limit is stored and reloaded once
-    lat = iter(latency)
-    steps = tuple(replace(s, body=_scaled_body(s.body, dup, issue, unroll, next(lat)), spill_bytes=spill,
-                          spill_store_bytes=spill_st)
-                  if isinstance(s, LoopStep) else s for s in steps)
+        unroll, dup = 1, None       # dup None: each tensor step's own estimate
+        est = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
+                                        cfg.max_registers_per_thread)
+        issue = [None] * len(loops)
+        spill = [est] * len(loops)
+        spill_st = [est / 2.0] * len(loops)     # every register past the limit is stored and reloaded once
+    k = iter(range(len(loops)))
+    out = []
+    for s in steps:
+        if isinstance(s, LoopStep):
+            i = next(k)
+            s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i]), spill_bytes=spill[i],
+                        spill_store_bytes=spill_st[i])
+        out.append(s)
+    steps = tuple(out)
     return _straight_latency(steps, straight_cycles(compiled, program.num_warps, cfg))
 
 

@@ -117,14 +117,21 @@ def lower(ops, shared: set, loads: list) -> list:
     return steps
 
 
-def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = frozenset()) -> tuple:
+def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = frozenset(),
+                 fused: frozenset = frozenset()) -> tuple:
     """Merge consecutive compute ops into pipe steps with cycle costs. ``chained``: ids of dot
-    outputs that feed another dot's A operand (their ``est_dup`` is ``cost.wgmma_duplication``)."""
+    outputs that feed another dot's A operand (their ``est_dup`` is ``cost.wgmma_duplication``);
+    ``fused``: ids of the adds the compiler contracts with their multiply into one FMA
+    (``analysis.fma_contractions``), which issue nothing beyond the multiply's cost."""
     out = []
     simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
     for s in steps:
         if isinstance(s, OpStep):
             c = cost.op_cost(s.op, cfg, num_warps)
+            if s.op.out.id in fused:     # the add of a fused multiply-add: its FLOPs, no cycles
+                simt = simt or [0.0, 0.0, 0.0, 0.0]
+                simt[2] += cost.vector_flops(s.op)
+                continue
             if c.tensor_cycles:
                 if simt:
                     out.append(SimtStep(*simt))
@@ -145,7 +152,7 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = fro
             simt = None
         if isinstance(s, LoopStep):
             out.append(LoopStep(s.start, s.end, s.step, s.stages, s.var, s.loads,
-                                attach_costs(s.body, cfg, num_warps, chained)))
+                                attach_costs(s.body, cfg, num_warps, chained, fused)))
         else:
             out.append(s)
     if simt:
@@ -157,7 +164,8 @@ def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
     """(steps, loads) of a program on ``cfg``: the costed step list and every LoadDesc by idx."""
     loads: list = []
     raw = lower(program.body, analysis.feeds_dot(program), loads)
-    return attach_costs(raw, cfg, program.num_warps, frozenset(analysis.chained_dot_outputs(program))), tuple(loads)
+    return attach_costs(raw, cfg, program.num_warps, frozenset(analysis.chained_dot_outputs(program)),
+                        analysis.fma_contractions(program)), tuple(loads)
 
 
 def arithmetic(steps) -> tuple:

@@ -1,4 +1,6 @@
 """Below-the-tile costs: vector width from alignment, the scalar-access port cost, spill traffic."""
+import pytest
+
 from gpusim.backends.sim import codegen
 from gpusim.dsl import ir
 from gpusim.hardware import load_gpu
@@ -198,3 +200,89 @@ def test_store_port_bytes_carries_the_whole_copy():
     # pitch-limited rows and aligned stores cost their bytes
     assert codegen.store_port_bytes(ir.TensorArg("y", (64, 9999), "fp16"), (1, 1024), 2048.0, cfg) == 2048.0
     assert codegen.store_port_bytes(ir.TensorArg("y", (1 << 24,), "fp16"), (1024,), 2048.0, cfg) == 2048.0
+
+
+def _two_pass_program():
+    """A streamed row kernel: a summing pass, then a scaling pass that stores (two loops)."""
+    from gpusim import dsl
+
+    x = ir.TensorArg("x", (1 << 16,), "fp32")
+    y = ir.TensorArg("y", (1 << 16,), "fp32")
+
+    def body(x, y):
+        def stats(i, acc):
+            return (acc + dsl.load(x, (i,), (1024,)),)
+
+        (acc,) = dsl.loop(0, 1 << 16, 1024, [dsl.zeros((1024,))], stats)
+        tot = dsl.tsum(acc, 0)
+
+        def scale(i):
+            dsl.store(y, (i,), dsl.load(x, (i,), (1024,)) * tot)
+            return ()
+
+        dsl.loop(0, 1 << 16, 1024, [], scale)
+
+    return dsl.trace(body, "two_pass", [x, y], num_warps=4)
+
+
+def test_each_loop_takes_its_own_compiled_body():
+    # a streamed softmax's SASS has one body per pass: each pass costs its own instructions,
+    # not the two together (which raised each pass to both passes' issue and MUFU time)
+    from gpusim.backends.sim import steps as st
+    from gpusim.backends.sim.steps import LoopStep, SimtStep
+
+    cfg = load_gpu("h200")
+    prog = _two_pass_program()
+    base, _ = st.compile_program(prog, cfg)
+    body1 = ("FADD|R1|R1 R2",) * 2000 + ("MUFU.EX2|R3|R2",) * 100
+    body2 = ("FMUL|R4|R5 R6",) * 500
+
+    class Compiled:
+        sass = (("FADD", 2000), ("FMUL", 500), ("MUFU", 100))
+        sass_loop = (("FADD", 2000), ("FMUL", 500), ("MUFU", 100), ("MUFU.EX2", 100))
+        loop_bodies = (body1, body2)
+        spill_store_bytes = spill_load_bytes = 0
+        straight_body = None
+
+    class Occ:
+        compiled = Compiled()
+
+    adj = codegen.adjust_loops(base, prog, Occ(), cfg)
+    loops = [s for s in adj if isinstance(s, LoopStep)]
+    simt = [[b for b in s.body if isinstance(b, SimtStep)] for s in loops]
+    issue1 = sum(b.vector_cycles for b in simt[0])
+    issue2 = sum(b.vector_cycles for b in simt[1])
+    assert issue1 == pytest.approx(2100 * 4 / cfg.warp_issue_per_clk_per_sm)
+    assert issue2 == pytest.approx(500 * 4 / cfg.warp_issue_per_clk_per_sm)
+    assert sum(b.sfu_cycles for b in simt[1]) == 0.0         # the MUFUs are the first pass's
+
+    class Summed(Compiled):
+        loop_bodies = None               # bodies unknown: the summed counts, shared by SIMT time
+
+    adj = codegen.adjust_loops(base, prog, type("O", (), {"compiled": Summed()})(), cfg)
+    tot = sum(b.vector_cycles for s in adj if isinstance(s, LoopStep) for b in s.body if isinstance(b, SimtStep))
+    assert tot == pytest.approx(2600 * 4 / cfg.warp_issue_per_clk_per_sm)
+
+
+def test_a_loop_that_loads_nothing_is_unrolled_by_its_arithmetic():
+    # triton 3.6 / ptxas on benchmarks/kernels/spill_live.py, 16 fp32 values per thread on 4 warps,
+    # 1024 iterations of x * a + b: the loop body holds 272 FFMA (17 iterations) and its counter
+    from gpusim.backends.sim import steps as st
+    from gpusim.backends.sim.steps import LoopStep
+    from gpusim.kernels import resolve_kernel
+
+    k = resolve_kernel("benchmarks/kernels/spill_live.py:spill_live")
+    prog = k.build(k.resolve({"per_thread": 16, "num_warps": 4, "ctas": 4, "iters": 1024})).launches[0].program
+    loops = [s for s in st.compile_program(prog, load_gpu("h200"))[0] if isinstance(s, LoopStep)]
+
+    class Compiled:
+        loop_load_bytes = 0.0
+        loop_bodies = (("FFMA|R1|R1 R2",) * 272 + ("UIADD3|UR4|UR4", "ISETP.NE.U32.AND|P0|UR4", "BRA||P0"),)
+        loop_mma_flops = None
+
+    assert codegen.unroll_factor(Compiled(), prog, loops) == 17
+
+    class NotUnrolled(Compiled):
+        loop_bodies = (("FFMA|R1|R1 R2",) * 16 + ("BRA||P0",),)
+
+    assert codegen.unroll_factor(NotUnrolled(), prog, loops) == 1
