@@ -62,6 +62,22 @@ def copies_async(tensor: ir.TensorArg, tile_shape: tuple, cfg: GPUConfig) -> boo
     return vector_width(tensor, tile_shape) * ir.DTYPE_BYTES[tensor.dtype] >= cfg.cp_async_min_bytes
 
 
+def one_stage_serial(loop) -> tuple | None:
+    """At ``num_stages`` 1 Triton does not copy with cp.async: each tile that feeds a dot is loaded
+    into registers (LDG), stored to shared memory (STS), fenced (MEMBAR) and barriered before the
+    dot reads it, in program order. A staged tile whose load follows a dot in the loop body (flash's
+    V after ``Q K^T``) is therefore requested only after the tiles before that dot have arrived and
+    been stored: its round trip starts when theirs ends, overlapping only the dot in between. The
+    SASS of flash's loop at one stage: LDG K, STS K, MEMBAR, BAR, HGMMA (with V's LDGs among
+    them), STS V, MEMBAR, BAR, HGMMA; at two stages every LDGSTS is issued together. Measured on its
+    own by benchmarks/kernels/chain_dot_stages.yaml (micro/val_chain_dot_stages: one stage 1.3-2.1x
+    the time of two). Returns (idx of the staged loads before the first dot, idx of those after it),
+    or None when the loop has no staged load after a dot (a GEMM's A and B feed one dot)."""
+    first = tuple(ld.idx for ld in loop.loads if ld.sram and not ld.after_dot)
+    later = tuple(ld.idx for ld in loop.loads if ld.sram and ld.after_dot)
+    return (first, later) if first and later else None
+
+
 def staging_class(tensor: ir.TensorArg, tile_shape: tuple, width: int, line_bytes: int = 128) -> str | None:
     """How a ``tile_shape`` tile staged into shared memory from ``tensor`` at ``width`` elements per
     access departs from aligned 16-byte copies of whole L2 lines: "8", "4" or "2" (the access bytes

@@ -341,6 +341,19 @@ class LaunchSim:
                 out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
         return out
 
+    def _through_registers(self, serial, ready: dict) -> dict:
+        """``ready`` (load idx -> ready time) with each later staged tile of a one-stage loop
+        requested only once the earlier ones have arrived (``codegen.one_stage_serial``)."""
+        first, later = serial
+        t = max((ready[i] for i in first if i in ready), default=None)
+        if t is None:
+            return ready
+        now = self.now
+        for i in later:
+            if i in ready:
+                ready[i] = t + (ready[i] - now)
+        return ready
+
     def _loop(self, d: LoopStep, pid, sm, sm_id, cid, who):
         start = ir.eval_expr(d.start, pid, {})
         trips = analysis.loop_trips(d, pid)
@@ -360,6 +373,8 @@ class LaunchSim:
         early = [a for a, ok in zip(aff, ahead_ok) if ok]
         late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
+        # one stage: no cp.async; staged tiles go LDG -> registers -> STS (codegen.one_stage_serial)
+        serial = codegen.one_stage_serial(d) if d.stages == 1 else None
         inflight = {}
         timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):
@@ -372,6 +387,8 @@ class LaunchSim:
             ready = inflight.pop(j, None)
             if late or ready is None:
                 ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
+                if serial:
+                    ready = self._through_registers(serial, ready)
             scale = min(g, trips - j * g)
             if spill:
                 t = self.mem.spill(spill * scale, self.now, sm, spill_st * scale)

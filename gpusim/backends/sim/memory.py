@@ -181,7 +181,7 @@ class MemoryPath:
         r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
         piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram else 1], cost, codegen.hbm_piece_cost(piece, self.cfg))
+                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, codegen.hbm_piece_cost(piece, self.cfg))
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many

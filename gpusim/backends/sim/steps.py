@@ -15,7 +15,7 @@ Costs come from ``cost.py``; views (trans, expand_dims) are free and produce no 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
@@ -32,6 +32,8 @@ class LoadDesc:
     offsets: tuple
     shape: tuple
     sram: bool
+    after_dot: bool = False     # a dot comes before it in its op list (flash's V after Q K^T)
+    via_registers: bool = False  # staged, but loaded with LDG and stored with STS (a one-stage loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +92,11 @@ def lower(ops, shared: set, loads: list) -> list:
     steps = []
     pending = {}        # value id -> load idx not yet waited for
     alias: dict = {}
+    dot_before = False
 
     for op in ops:
         if isinstance(op, ir.Load):
-            d = LoadDesc(len(loads), op.tensor.name, op.offsets, op.out.shape, op.out.id in shared)
+            d = LoadDesc(len(loads), op.tensor.name, op.offsets, op.out.shape, op.out.id in shared, dot_before)
             loads.append(d)
             pending[op.out.id] = d.idx
             steps.append(Issue(d))
@@ -104,6 +107,8 @@ def lower(ops, shared: set, loads: list) -> list:
         if isinstance(op, ir.Loop):
             first = len(loads)
             body = [s for s in lower(op.body, shared, loads) if not isinstance(s, Issue)]
+            if max(1, op.stages) == 1:      # no cp.async at one stage (codegen.one_stage_serial)
+                loads[first:] = [replace(d, via_registers=True) if d.sram else d for d in loads[first:]]
             steps.append(LoopStep(op.start, op.end, op.step, max(1, op.stages), op.var,
                                   tuple(loads[first:]), tuple(body)))
             continue
@@ -114,6 +119,7 @@ def lower(ops, shared: set, loads: list) -> list:
                 if vid in pending:
                     steps.append(Wait(pending.pop(vid)))
         steps.append(StoreStep(op) if isinstance(op, ir.Store) else OpStep(op))
+        dot_before = dot_before or isinstance(op, ir.Dot)
     return steps
 
 
