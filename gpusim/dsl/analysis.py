@@ -181,7 +181,7 @@ def fma_contractions(program: ir.Program) -> frozenset:
     reader is an ``add``/``sub`` of the same shape in the same op list. LLVM's NVPTX backend
     contracts ``fmul`` + ``fadd`` by default and Triton emits no ``.rn`` that would forbid it
     (the compiled SASS of ``x * a + b`` is one FFMA per element: benchmarks/kernels/spill_live.py).
-    The multiply then issues nothing of its own: the pair costs one instruction."""
+    The add then issues nothing of its own: the pair costs the multiply's one instruction."""
     uses = _uses(program.body)
     out: set = set()
 

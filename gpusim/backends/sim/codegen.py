@@ -24,6 +24,7 @@ ptxas unrolled into one body (``unroll_factor``), by which every per-iteration c
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from ...dsl import ir
 from ...hardware import GPUConfig
@@ -266,14 +267,7 @@ def body_mixes(compiled, loops: int) -> list | None:
     bodies = getattr(compiled, "loop_bodies", None)
     if not bodies or len(bodies) != loops:
         return None
-    out = []
-    for b in bodies:
-        mix: dict = {}
-        for ins in b:
-            op = ins.split("|", 1)[0].split(".", 1)[0]
-            mix[op] = mix.get(op, 0) + 1
-        out.append(mix)
-    return out
+    return [dict(Counter(ins.split("|", 1)[0].split(".", 1)[0] for ins in b)) for b in bodies]
 
 
 def loop_spill_bytes_per_thread(compiled, ops: tuple = ("STL", "LDL"), mix: dict | None = None) -> float:
@@ -389,9 +383,11 @@ def _simt_shares(loops: list) -> list:
     """Each loop's share of the loops' SIMT pipe time per iteration (equal shares when none has any)."""
     from .steps import SimtStep
 
+    if not loops:
+        return []
     t = [sum(max(b.vector_cycles, b.sfu_cycles) for b in s.body if isinstance(b, SimtStep)) for s in loops]
     tot = sum(t)
-    return [x / tot for x in t] if tot else [1.0 / len(loops)] * len(loops) if loops else []
+    return [x / tot for x in t] if tot else [1.0 / len(loops)] * len(loops)
 
 
 def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
