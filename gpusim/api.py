@@ -122,7 +122,7 @@ def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cy
         l2_hit_bytes=c.l2_hit_bytes, sram_read_bytes=c.sram_bytes, tensor_flops=c.tensor_flops,
         vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=st.busy[0], vector_busy=st.busy[1],
         sfu_busy=st.busy[2], simulated_ctas=smp.simulated_ctas, total_ctas=smp.total_ctas,
-        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources,
+        loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources, compiler=occ.compiler,
         clock_hz=cfg.clock_hz, power_w=power_w, l2_merged_bytes=c.l2_merged_bytes)
 
 

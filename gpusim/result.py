@@ -13,10 +13,10 @@ BOUND_BUSY = 0.5
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
-                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "sim_wall_s")
+                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "compiler", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
                   "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
-                  "simulated_ctas", "total_ctas", "loop_group", "resources", "clock_mhz", "power_w")
+                  "simulated_ctas", "total_ctas", "loop_group", "resources", "compiler", "clock_mhz", "power_w")
 
 
 # --------------------------------------------------------------------------- timeline events
@@ -104,6 +104,7 @@ class KernelResult:
     loop_group: int
     start_us: float = 0.0
     resources: str = "estimated"   # registers per thread from the compiled kernel or the estimate
+    compiler: str = "estimate"     # the compiler's view it was timed with: "triton X.Y.Z" or "estimate"
     clock_hz: float | None = None  # the SM clock it ran at (below the maximum when power-limited)
     power_w: float | None = None   # predicted board power (None: the config has no power model)
     l2_merged_bytes: float = 0.0   # of l2_read_bytes, those the L2 request coalescer merged (no slice read)
@@ -126,6 +127,7 @@ class KernelResult:
                 "vector_busy": round(self.vector_busy, 4), "sfu_busy": round(self.sfu_busy, 4),
                 "simulated_ctas": self.simulated_ctas, "total_ctas": self.total_ctas, "loop_group": self.loop_group,
                 "resources": self.resources,
+                "compiler": self.compiler,
                 "clock_mhz": round(self.clock_hz / 1e6) if self.clock_hz else None,
                 "power_w": round(self.power_w, 1) if self.power_w is not None else None}
 
@@ -175,6 +177,12 @@ class Result:
     def resources(self) -> str:
         """Where the launches' registers per thread came from: compiled, estimated, or both."""
         return "+".join(sorted({k.resources for k in self.kernels}))
+
+    @property
+    def compiler(self) -> str:
+        """The compiler's view the launches were timed with (``cost.compiler_view``): ``triton X.Y.Z``,
+        ``estimate``, or both joined by ``+`` when a launch did not compile and fell back."""
+        return "+".join(sorted({k.compiler for k in self.kernels}))
 
     @property
     def dram_bytes(self) -> float:
@@ -262,6 +270,7 @@ class Result:
             "sampled_ctas": sum(k.simulated_ctas for k in self.kernels) if ok else "",
             "total_ctas": sum(k.total_ctas for k in self.kernels) if ok else "",
             "resources": self.resources if ok else "",
+            "compiler": self.compiler if ok else "",
             "sim_wall_s": round(self.sim_wall_s, 4) if self.sim_wall_s is not None else "",
         })
         return row

@@ -72,4 +72,13 @@ def run_table(rows: list, param_names: list) -> str:
             reasons[k] = reasons.get(k, 0) + 1
     for (kernel, status, reason), n in reasons.items():
         out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
+    views = sorted({v for r in rows for v in str(r.get("compiler") or "").split("+") if v})
+    if views:
+        out.append(f"compiler view: {', '.join(views)} ({COMPILER_NOTE[views == ['estimate']]})")
     return "\n".join(out)
+
+
+# what the closing line of the run table says about the compiler's view the points were timed with
+COMPILER_NOTE = {True: "the analytic estimate of registers, spills and the instruction mix; "
+                       "with triton installed gpusim reads them from its compiler (docs/resources.md)",
+                 False: "registers, spills and the SASS instruction mix from Triton's compiler"}

@@ -2,8 +2,9 @@
 
 The key hashes everything that determines a point's numbers: the point itself, the resolved GPU
 config (after any ``gpu.<field>`` what-if overrides), the gpusim version, the hash of the
-package's source code (``provenance.code_hash``) and the register/SRAM resource mode
-(``$GPUSIM_RESOURCES``), so a changed model never serves old numbers.
+package's source code (``provenance.code_hash``) and the compiler's view the point is timed with
+(``cost.compiler_view``: ``triton X.Y.Z`` or ``estimate``, resolved from ``$GPUSIM_RESOURCES`` and
+what is installed), so a changed model or compiler never serves old numbers.
 """
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ class Point:
 
     def key(self) -> str:
         from .. import __version__
-        from ..backends.sim.cost import resources_mode
+        from ..backends.sim.cost import compiler_view
 
         blob = json.dumps({"point": point_dict(self), "config": self.config_hash, "version": __version__,
                            **({"kernel_source": self.kernel_hash} if self.kernel_hash else {}),
-                           "code": provenance.code_hash(), "resources": resources_mode()},
+                           "code": provenance.code_hash(), "resources": compiler_view(self.config)},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

@@ -128,6 +128,12 @@ class Occupancy:
     resources: str = "estimated"     # where registers_per_thread came from: compiled | estimated
     compiled: object = None          # the CompiledResources when compiled (spill bytes, SASS mix)
 
+    @property
+    def compiler(self) -> str:
+        """The identity of the compiler's view this launch was timed with (``compiler_view``)."""
+        c = self.compiled
+        return f"triton {c.triton_version}" if c is not None else ESTIMATE
+
 
 class InfeasibleError(ValueError):
     """The launch cannot run on this GPU (a CTA needs more than the hardware allows)."""
@@ -143,6 +149,25 @@ def resources_mode(mode: str | None = None) -> str:
     if m not in RESOURCE_MODES:   # a ConfigError: the command line prints it as one line, exit code 2
         raise ConfigError(f"{RESOURCES_ENV}={m!r}: allowed values are {', '.join(RESOURCE_MODES)}")
     return m
+
+
+ESTIMATE = "estimate"
+
+
+def compiler_view(cfg: GPUConfig | None = None, mode: str | None = None) -> str:
+    """Which compiler's view a simulation on ``cfg`` uses, as a name that goes into every point's
+    cache key, its result row and the printed table: ``triton X.Y.Z`` (registers, spills and the
+    SASS mix from Triton's own compiler at that version) or ``estimate`` (the analytic estimate,
+    docs/resources.md). ``auto`` resolves here, by what is installed, so a cache filled without
+    triton is never served after triton is installed (or upgraded), and the other way round."""
+    m = resources_mode(mode)
+    if m == "estimated" or (cfg is not None and cfg.compute_capability is None):
+        return ESTIMATE
+    from ..triton import compile as tc    # lazy: triton is optional
+
+    if not tc.available():
+        return ESTIMATE
+    return f"triton {tc.triton_version()}"
 
 
 def compiled_resources(program: ir.Program, cfg: GPUConfig, grid=None, mode: str | None = None):

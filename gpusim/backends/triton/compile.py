@@ -184,6 +184,13 @@ def _tool(name: str) -> str:
     return path
 
 
+def triton_version() -> str:
+    """The installed triton's version (its distribution metadata; does not import triton)."""
+    from importlib.metadata import version
+
+    return version("triton")
+
+
 def available() -> bool:
     """Whether triton (with its NVIDIA toolchain) can be imported here; a GPU is not needed."""
     try:
