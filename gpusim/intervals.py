@@ -97,17 +97,29 @@ class Interval:
     group: str
     reason: str
 
+    @property
+    def label(self) -> str:
+        """Short: the group, ``, derived`` when widened for a derived config; ``bound`` for a bound."""
+        if self.lo is None:
+            return "bound"
+        return self.group + (", derived" if "widened" in self.reason else "")
+
 
 def config_kind(cfg) -> tuple:
     """(kind, reason) of a GPU config: ``measured`` (the H200 config as shipped), ``bound`` (an
     ``-ideal`` config) or ``derived`` (anything else, e.g. a100, h100, or the H200 with a field changed)."""
-    if cfg.name.endswith("-ideal"):
-        return "bound", "bound"
-    if cfg.config_hash() == _measured_hash():
-        return "measured", ""
-    if cfg.name == MEASURED_CONFIG:
+    if cfg.name == MEASURED_CONFIG and cfg.config_hash() != _measured_hash():
         return "derived", f"{cfg.name} with fields changed from the measured config"
-    return "derived", f"{cfg.name} is derived from the measured {MEASURED_CONFIG}, not measured itself"
+    return kind_by_name(cfg.name)
+
+
+def kind_by_name(name: str) -> tuple:
+    """(kind, reason) from a config's name alone (when the config itself is not at hand)."""
+    if name.endswith("-ideal"):
+        return "bound", "bound"
+    if name == MEASURED_CONFIG:
+        return "measured", ""
+    return "derived", f"{name} is derived from the measured {MEASURED_CONFIG}, not measured itself"
 
 
 @functools.lru_cache(maxsize=1)
