@@ -16,6 +16,7 @@ and the split narrows the family's mean width by at least SPLIT_GAIN.
 usage: python benchmarks/fit_intervals.py              write gpusim/data/intervals.json (all points)
        python benchmarks/fit_intervals.py --check      fit on rounds <= 14, test on rounds 15-18
        python benchmarks/fit_intervals.py --table OUT  write the residual table as CSV
+       python benchmarks/fit_intervals.py --heldout-table tests/data/interval_residuals_heldout.csv
 """
 from __future__ import annotations
 
@@ -132,8 +133,9 @@ def conformal(rs, coverage: float = COVERAGE):
     """(lo, hi): the split-conformal quantiles of residuals ``rs``, or None when too few. A new
     point of the group lies in [k_lo-th, k_hi-th smallest] with probability >= (k_hi - k_lo)/(n + 1);
     short of 19 points the extremes are taken, and a group must still guarantee MIN_GUARANTEE."""
-    n, a = len(rs), 1.0 - coverage
-    k_lo, k_hi = max(1, math.floor((n + 1) * a / 2)), min(n, math.ceil((n + 1) * (1 - a / 2)))
+    n, a = len(rs), round(1.0 - coverage, 9)        # 1 - 0.9 is 0.0999...: floor would lose a rank
+    k_lo = max(1, math.floor(round((n + 1) * a / 2, 9)))
+    k_hi = min(n, math.ceil(round((n + 1) * (1 - a / 2), 9)))
     if n < 2 or (k_hi - k_lo) / (n + 1) < MIN_GUARANTEE:
         return None
     s = sorted(rs)
@@ -233,21 +235,31 @@ def check(rows: list, fit_round: int = FIT_ROUND) -> str:
     return "\n".join(lines)
 
 
-def write_table(rows: list, path: Path) -> None:
+TEST_COLUMNS = ("scenario", "point", "round", "family") + SPLIT_FEATURES + ("r",)
+
+
+def write_table(rows: list, path: Path, columns=None) -> None:
+    """The residual table as CSV (``columns``: only those)."""
     import pandas as pd
 
-    pd.DataFrame(rows).to_csv(path, index=False)
+    df = pd.DataFrame(rows)
+    (df[list(columns)] if columns else df).to_csv(path, index=False, float_format="%.6g")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help=f"fit on rounds <= {FIT_ROUND}, test on the later held-out points")
     ap.add_argument("--table", help="write the residual table (CSV) here")
+    ap.add_argument("--heldout-table", help="write the residuals of the --check test points (what "
+                    "tests/test_intervals.py reads) here")
     ap.add_argument("--out", default=str(OUT), help="where to write the interval table")
     args = ap.parse_args(argv)
     rows = residual_table()
     if args.table:
         write_table(rows, Path(args.table))
+    if args.heldout_table:
+        write_table([r for r in rows if r["round"] > FIT_ROUND and r["set"] == "heldout"], Path(args.heldout_table),
+                    TEST_COLUMNS)
     if args.check:
         print(check(rows))
         return 0
