@@ -108,3 +108,21 @@ def test_split_conformal_quantiles():
     assert fit.conformal(rs, 0.9) == (5, 95)
     assert fit.conformal(list(range(13)), 0.9) == (0, 12)   # 13 points: [min, max] covers 12/14 >= 85%
     assert fit.conformal(list(range(12)), 0.9) is None      # 12: 11/13 < 85%, the family's group instead
+
+
+def test_time_plot_shades_the_interval():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gpusim.output.plots import _draw_series
+
+    fig, ax = plt.subplots()
+    series = {"flash": {1024: 50.0, 2048: 200.0}}
+    _draw_series(ax, series, {"flash": ("flash", "h200")}, {1024: 1024, 2048: 2048},
+                 {"flash": {1024: (45.0, 70.0), 2048: (180.0, 280.0)}})
+    (band,) = ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(45.0) and ys.max() == pytest.approx(280.0)
+    plt.close(fig)
