@@ -8,10 +8,12 @@ gets the features of ``gpusim.intervals.features``; the registers (spilling) and
 from this checkout's estimate, as a prediction with GPUSIM_RESOURCES=estimated sees them.
 
 Method (split conformal, per group): for n residuals of a group at coverage 1 - a, lo is the
-floor((n + 1) a/2)-th smallest and hi the ceil((n + 1)(1 - a/2))-th smallest; a group needs
-ceil((n + 1)(1 - a/2)) <= n, i.e. n >= MIN_POINTS, else the point falls back to its family, then
-to the pooled group. A family is split by a second feature only where both halves have MIN_POINTS
-and the split narrows the family's mean width by at least SPLIT_GAIN.
+floor((n + 1) a/2)-th smallest and hi the ceil((n + 1)(1 - a/2))-th smallest (clipped to the
+extremes below 19 points); a new point of the group lies inside with probability at least
+(k_hi - k_lo)/(n + 1), and a group is kept only when that is MIN_GUARANTEE or more (13 points),
+else its points fall back to the family, then to the pooled group. A family is split by a second
+feature only where both halves make groups and the family's mean log-width shrinks by SPLIT_GAIN;
+for a WIDENING feature the flagged half's interval is the hull of its own and the rest's.
 
 usage: python benchmarks/fit_intervals.py              write gpusim/data/intervals.json (all points)
        python benchmarks/fit_intervals.py --check      fit on rounds <= 14, test on rounds 15-18
@@ -39,8 +41,8 @@ from gpusim import intervals  # noqa: E402
 DATA_DIR = ROOT / "docs" / "validation" / "h200"      # the recorded validations (repoint here if moved)
 OUT = ROOT / "gpusim" / "data" / "intervals.json"
 COVERAGE = 0.90
-MIN_GUARANTEE = 0.85     # a group's interval must cover a new point of it with at least this probability
-MIN_POINTS = 13          # ... which takes 13 points ([min, max] of 13 covers 12/14 = 85.7%)
+MIN_GUARANTEE = 0.85     # a group's interval must cover a new point of it with at least this probability,
+                         # which takes 13 points ([min, max] of 13 covers 12/14 = 85.7%)
 SPLIT_GAIN = 0.10        # a second feature must narrow its family's mean log-width by 10%
 SPLIT_FEATURES = ("spills", "one_stage", "low_occupancy", "dram_bound", "unaligned")
 WIDENING = ("spills", "one_stage", "unaligned")
