@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from . import precheck
+from . import intervals, precheck
 from .backends import numpy_exec
 from .backends.sim import power
 from .backends.sim.cost import InfeasibleError, occupancy
@@ -83,8 +83,9 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     err = None
     if check is True or (check == "auto" and workload.reference is not None and _auto_ok(workload)):
         err = numpy_exec.check(workload, seed)
+    kind, note = intervals.config_kind(cfg)
     return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
-                  timeline=tuple(events), sim_wall_s=wall, **common)
+                  timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note, **common)
 
 
 def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool):
@@ -123,7 +124,7 @@ def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cy
         vector_flops=c.vector_flops, sfu_ops=c.sfu_ops, tensor_busy=st.busy[0], vector_busy=st.busy[1],
         sfu_busy=st.busy[2], simulated_ctas=smp.simulated_ctas, total_ctas=smp.total_ctas,
         loop_group=smp.loop_group, start_us=t_start / cfg.clock_hz * 1e6, resources=occ.resources, compiler=occ.compiler,
-        clock_hz=cfg.clock_hz, power_w=power_w, l2_merged_bytes=c.l2_merged_bytes)
+        clock_hz=cfg.clock_hz, power_w=power_w, l2_merged_bytes=c.l2_merged_bytes, spills=occ.spills)
 
 
 def _timeline(name: str, st: LaunchStats, t_issue: float, t_start: float, ratio: float = 1.0) -> list:

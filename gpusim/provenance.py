@@ -43,11 +43,12 @@ def git_dirty() -> bool | None:
 
 @functools.lru_cache(maxsize=1)
 def code_hash() -> str:
-    """sha256 (first 16 hex digits) over every ``.py`` file of the package, path and content, in
-    path order. A change to any model code changes it, committed or not, so a cached result is
-    only reused by the code that computed it."""
+    """sha256 (first 16 hex digits) over every ``.py`` file of the package and its shipped data
+    (``data/*.json``: the prediction intervals), path and content, in path order. A change to any
+    model code changes it, committed or not, so a cached result is only reused by the code that
+    computed it."""
     h = hashlib.sha256()
-    for p in sorted(PACKAGE_DIR.rglob("*.py")):
+    for p in sorted([*PACKAGE_DIR.rglob("*.py"), *PACKAGE_DIR.glob("data/*.json")]):
         rel = p.relative_to(PACKAGE_DIR).as_posix()
         if "__pycache__" in rel:
             continue

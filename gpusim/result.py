@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 BOUND_BUSY = 0.5
 
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
-METRIC_COLUMNS = ("status", "reason", "time_us", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
+METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
-                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "compiler", "sim_wall_s")
+                  "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "compiler", "interval", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
                   "dram_write_bytes", "l2_read_bytes", "l2_hit_rate", "flops", "tensor_busy", "vector_busy", "sfu_busy",
                   "simulated_ctas", "total_ctas", "loop_group", "resources", "compiler", "clock_mhz", "power_w")
@@ -108,6 +108,7 @@ class KernelResult:
     clock_hz: float | None = None  # the SM clock it ran at (below the maximum when power-limited)
     power_w: float | None = None   # predicted board power (None: the config has no power model)
     l2_merged_bytes: float = 0.0   # of l2_read_bytes, those the L2 request coalescer merged (no slice read)
+    spills: bool = False           # registers spilled to local memory (compiled, or estimated above the cap)
 
     @property
     def flops(self) -> float:
@@ -161,6 +162,33 @@ class Result:
     sim_wall_s: float | None = field(default=None, compare=False)   # wall time of the timing simulation
     l2_bandwidth_bytes_per_s: float | None = None
     sm_count: int | None = None
+    config_kind: str = ""     # measured | derived | bound (gpusim.intervals.config_kind); "" = by the name
+    config_note: str = ""     # why a derived config's interval is wider
+
+    @property
+    def interval(self):
+        """The 90% prediction interval of ``time_us`` (``gpusim.intervals.Interval``: lo and hi in
+        us, None for an -ideal config's bound), or None when the point is not ok."""
+        if self.status != "ok" or not self.time_us:
+            return None
+        from . import intervals
+
+        kind, note = self.config_kind, self.config_note
+        if not kind:
+            kind, note = intervals.kind_by_name(self.gpu)
+        launches = [(k.ctas_per_sm, k.spills, k.time_us) for k in self.kernels]
+        feats = intervals.features(self.kernel, self.params, launches, self.utilisation()["dram"])
+        return intervals.interval(self.time_us, feats, kind, note)
+
+    @property
+    def time_us_lo(self) -> float | None:
+        iv = self.interval
+        return iv.lo if iv else None
+
+    @property
+    def time_us_hi(self) -> float | None:
+        iv = self.interval
+        return iv.hi if iv else None
 
     def _sum(self, f):
         return sum(getattr(k, f) for k in self.kernels)
@@ -251,9 +279,12 @@ class Result:
         for n in names:
             row[n] = self.params.get(n, "")
         ok = self.status == "ok"
+        iv = self.interval
         row.update({
             "status": self.status, "reason": self.reason,
             "time_us": _r(self.time_us) if ok else "",
+            "time_us_lo": _r(iv.lo) if iv and iv.lo is not None else "",
+            "time_us_hi": _r(iv.hi) if iv and iv.hi is not None else "",
             "dram_read_bytes": int(round(self.dram_read_bytes)) if ok else "",
             "dram_write_bytes": int(round(self.dram_write_bytes)) if ok else "",
             "l2_read_bytes": int(round(self.l2_read_bytes)) if ok else "",
@@ -271,6 +302,7 @@ class Result:
             "total_ctas": sum(k.total_ctas for k in self.kernels) if ok else "",
             "resources": self.resources if ok else "",
             "compiler": self.compiler if ok else "",
+            "interval": iv.label if iv else "",
             "sim_wall_s": round(self.sim_wall_s, 4) if self.sim_wall_s is not None else "",
         })
         return row
@@ -293,7 +325,10 @@ class Result:
     def summary(self) -> str:
         if self.status != "ok":
             return f"{self.kernel} on {self.gpu}: {self.status}: {self.reason}"
-        lines = [f"{self.kernel} on {self.gpu}: {self.time_us:.1f} us, {self.dram_bytes / 1e9:.3f} GB DRAM, "
+        iv = self.interval
+        rng = "" if iv is None else (f" (90%: {iv.lo:.1f}-{iv.hi:.1f}, {iv.label})" if iv.lo is not None
+                                     else f" ({iv.label})")
+        lines = [f"{self.kernel} on {self.gpu}: {self.time_us:.1f} us{rng}, {self.dram_bytes / 1e9:.3f} GB DRAM, "
                  f"{self.tflops:.1f} TFLOP/s, {self.bound}-bound (AI {self.arithmetic_intensity:.1f} FLOP/B, "
                  f"ridge {self.ridge_flop_per_byte:.0f})"]
         for k in self.kernels:

@@ -44,19 +44,23 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
     written = []
     for stem, title, ylabel, logy, value in METRICS:
         series, style = {}, {}      # label -> {x: y}; label -> (colour key, line-style key = gpu)
+        bands = {}                  # label -> {x: (lo, hi)}: the time's 90% prediction interval
         for r in ok:
             y = value(r)
             if y is None or (logy and y <= 0):
                 continue
             label = series_label(r, others, with_kernel)
             series.setdefault(label, {})[pval(r[axis])] = y
+            lo, hi = num(r.get("time_us_lo")), num(r.get("time_us_hi"))
+            if stem == "time_us" and lo is not None and hi is not None:
+                bands.setdefault(label, {})[pval(r[axis])] = (lo, hi)
             style.setdefault(label, (series_label(r, [v for v in others if v != "gpu"], with_kernel),
                                      str(r.get("gpu"))))
         if not series:
             continue
         fig = figure(9, 5.4)
         ax = fig.add_subplot()
-        _draw_series(ax, series, style, xpos)
+        _draw_series(ax, series, style, xpos, bands)
         set_x_axis(ax, xs_all, categorical)
         if logy:
             set_log_y(ax, "B" if stem == "dram_bytes" else None)
@@ -66,7 +70,8 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         ax.grid(True, which="minor", alpha=0.12)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" — log scale" if logy else ""))
-        titles(ax, f"{title} vs {axis}", subtitle)
+        band_note = "shaded: the 90% prediction interval (docs/model.md)" if bands else ""
+        titles(ax, f"{title} vs {axis}", "\n".join(x for x in (subtitle, band_note) if x))
         if len(series) <= MAX_INSIDE_LEGEND:
             ax.legend(fontsize=8.5, loc="best", framealpha=0.9)
         else:
@@ -91,12 +96,17 @@ def _not_shown(rows, axis) -> str:
     return "; ".join(notes)
 
 
-def _draw_series(ax, series: dict, style: dict, xpos: dict):
+def _draw_series(ax, series: dict, style: dict, xpos: dict, bands: dict | None = None):
     colors = list(dict.fromkeys(c for c, _ in style.values()))
     dashes = list(dict.fromkeys(g for _, g in style.values()))
     for label, pts in series.items():
         xs = sorted(pts, key=sort_key)
         ci, gi = colors.index(style[label][0]), dashes.index(style[label][1])
+        band = (bands or {}).get(label, {})
+        bx = [x for x in xs if x in band]
+        if bx:
+            ax.fill_between([xpos[x] for x in bx], [band[x][0] for x in bx], [band[x][1] for x in bx],
+                            color=color(ci, len(colors)), alpha=0.15, lw=0)
         ax.plot([xpos[x] for x in xs], [pts[x] for x in xs], marker=MARKERS[ci % len(MARKERS)],
                 ms=5 + 1.5 * (gi % 2), mfc="white" if gi % 2 else None, lw=1.6, label=label,
                 color=color(ci, len(colors)), ls=LINESTYLES[gi % len(LINESTYLES)])

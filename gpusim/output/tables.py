@@ -12,9 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-RUN_METRICS = ("status", "time_us", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
+RUN_METRICS = ("status", "time_us", "time_us_range", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
                "bound", "max_rel_err")
-RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB"}
+RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB", "time_us_range": "90% range"}
+
+
+def time_range(row: Mapping) -> str:
+    """The ``90% range`` cell: ``lo-hi`` in us from time_us_lo/time_us_hi, ``bound`` for an
+    -ideal config's time, empty when the row has neither."""
+    lo, hi = row.get("time_us_lo"), row.get("time_us_hi")
+    if lo not in ("", None) and hi not in ("", None):
+        return f"{float(lo):.1f}-{float(hi):.1f}"
+    return "bound" if row.get("interval") == "bound" else ""
 
 
 def _cell(v) -> str:
@@ -64,6 +73,7 @@ def run_table(rows: list, param_names: list) -> str:
     formats = {"dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
                "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
                "tflops": lambda v: f"{float(v):.1f}"}
+    rows = [dict(r, time_us_range=time_range(r)) for r in rows]
     out = [format_table(rows, cols, headers=RUN_HEADERS, formats=formats)]
     reasons = {}
     for r in rows:
