@@ -263,4 +263,4 @@ def test_progress_lines_when_not_a_terminal(tmp_path):
     assert "\r" not in r.stderr
     lines = [x for x in r.stderr.splitlines() if " points " in x]
     assert [x.split()[1] for x in lines] == ["1/3", "2/3", "3/3"], r.stderr
-    assert len(r.stdout.splitlines()) == 5          # header, rule, three rows
+    assert len(r.stdout.splitlines()) == 6          # header, rule, three rows, the compiler view

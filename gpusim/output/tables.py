@@ -89,6 +89,6 @@ def run_table(rows: list, param_names: list) -> str:
 
 
 # what the closing line of the run table says about the compiler's view the points were timed with
-COMPILER_NOTE = {True: "the analytic estimate of registers, spills and the instruction mix; "
-                       "with triton installed gpusim reads them from its compiler (docs/resources.md)",
+COMPILER_NOTE = {True: "registers, spills and instruction mix estimated; with triton installed they come "
+                       "from its compiler, docs/resources.md",
                  False: "registers, spills and the SASS instruction mix from Triton's compiler"}
