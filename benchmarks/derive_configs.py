@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpusim.hardware import GPUConfig  # noqa: E402
+from gpusim.hw.config_yaml import dump_config  # noqa: E402
 
 H200_HBM_DATASHEET = 4.8e12        # H: H200 SXM datasheet, 4.8 TB/s HBM3e
 H200_TENSOR_DATASHEET_PER_CLK = 4 * 512 * 2   # H: 4 tensor cores x 512 dense FP16 FMA per SM per clock (Hopper)
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
     for d in (h100(h200), a100(h200, 40), a100(h200, 80)):
         cfg = GPUConfig.model_validate(d)       # validators run on the derived values
         path = out / f"{cfg.name}.yaml"
-        path.write_text(header + yaml.safe_dump(cfg.model_dump(exclude={"measurements"}), sort_keys=False, width=120))
+        path.write_text(dump_config(cfg.model_dump(exclude={"measurements"}), header))
         print(f"wrote {path}")
     return 0
 
