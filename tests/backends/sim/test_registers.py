@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpusim import kernels
-from gpusim.backends.sim import registers
+from gpusim.backends.sim import layouts, registers
+from gpusim.dsl import ir
 
 ROOT = Path(__file__).resolve().parents[3]
 TABLE = ROOT / "tests" / "data" / "compiled_resources_sm90.json"
@@ -116,25 +117,25 @@ def test_estimate_vs_compiled_on_the_h200():
 
 def test_warps_per_tile_follows_triton():
     # matmul-like (not chained) wgmma: warpgroups along M first while M has rows for them
-    assert registers.warps_per_tile(128, 128, 8, "v3", chained=False) == (8, 1)
-    assert registers.warps_per_tile(64, 128, 8, "v3", chained=False) == (4, 2)
+    assert layouts.warps_per_tile(128, 128, 8, "v3", chained=False) == (8, 1)
+    assert layouts.warps_per_tile(64, 128, 8, "v3", chained=False) == (4, 2)
     # chained dots (flash) keep every warp along M when M has 16 rows per warp
-    assert registers.warps_per_tile(128, 64, 8, "v3", chained=True) == (8, 1)
+    assert layouts.warps_per_tile(128, 64, 8, "v3", chained=True) == (8, 1)
     # a 128x128 fp32 accumulator over 4 warps: 128 registers per thread
-    assert registers.mma_tile_regs(128, 128, 4, 1) == 128
+    assert layouts.mma_tile_regs(128, 128, 4, 1) == 128
     # a tile smaller than the warps' coverage is replicated: 16 rows over 4 warps along M
-    assert registers.mma_tile_regs(16, 64, 4, 1) == registers.mma_tile_regs(16, 64, 1, 1)
+    assert layouts.mma_tile_regs(16, 64, 4, 1) == layouts.mma_tile_regs(16, 64, 1, 1)
     # chained wgmma: all warps along M even when M is too short for them (replicated)
-    assert registers.warps_per_tile(64, 64, 8, "v3", chained=True) == (8, 1)
+    assert layouts.warps_per_tile(64, 64, 8, "v3", chained=True) == (8, 1)
     # chained mma.sync: all warps along the longer side
-    assert registers.warps_per_tile(32, 256, 8, "v2", chained=True) == (1, 8)
+    assert layouts.warps_per_tile(32, 256, 8, "v2", chained=True) == (1, 8)
 
 
 def _dot_warps(kernel, launch, **p):
     ln = next(x for x in kernels.build(kernel, p).launches if x.name == launch)
-    g = registers._Graph(ln.program)
-    layouts = registers.dot_layouts(g, 90)
-    return [layouts[id(o)] for o in registers.ir.walk(ln.program.body) if isinstance(o, registers.ir.Dot)]
+    g = layouts._Graph(ln.program)
+    lay = layouts.dot_layouts(g, 90)
+    return [lay[id(o)] for o in ir.walk(ln.program.body) if isinstance(o, ir.Dot)]
 
 
 def test_dot_layouts_match_tritons_ttgir():
@@ -186,9 +187,9 @@ def test_index_masks_do_not_make_masked_off_elements_live():
     # ptxas: 52 registers (triton 3.9); the estimate counted the whole tile: 72.
     p = dict(BLOCK=8192, cols=5120, num_stages=3, num_warps=8)
     ln = next(x for x in kernels.build("layernorm", p).launches if x.name == "layernorm")
-    g = registers._Graph(ln.program)
+    g = layouts._Graph(ln.program)
     static = registers.static_elements(g)
-    where = next(o for o in registers.ir.walk(ln.program.body) if isinstance(o, registers.ir.Where))
+    where = next(o for o in ir.walk(ln.program.body) if isinstance(o, registers.ir.Where))
     assert static.get(where.out.id) == 5120
     assert abs(registers.estimate(ln.program, 90) - 52) <= 8
 
