@@ -334,11 +334,13 @@ class GPUConfig(BaseModel):
 
     @property
     def hbm_mixed_write_bandwidth_bytes_per_s(self) -> float:
-        """Write bandwidth when writes share the channel with reads (from the copy benchmark)."""
+        """Write bandwidth when writes share the channel with reads (from the copy benchmark): a
+        copy's written byte takes 2/copy - 1/read, and never less than at the write rate alone
+        (a copy faster than its reads and writes each at their own rate is not physical)."""
         if not self.hbm_copy_bandwidth_bytes_per_s:
             return self.hbm_write_bandwidth_bytes_per_s
         per_byte = 2.0 / self.hbm_copy_bandwidth_bytes_per_s - 1.0 / self.hbm_read_bandwidth_bytes_per_s
-        return 1.0 / per_byte if per_byte > 0 else self.hbm_write_bandwidth_bytes_per_s
+        return min(self.hbm_write_bandwidth_bytes_per_s, 1.0 / per_byte if per_byte > 0 else math.inf)
 
     @property
     def l2_write_cost(self) -> float:
