@@ -73,6 +73,27 @@ PLAUSIBLE = {
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
 
+# GPU-wide peaks the simulator divides among the SMs (tensor_flops_per_clk_per_sm,
+# vector_ops_per_clk_per_sm): an SM's tensor cores and FP32 lanes are its own, so a what-if that
+# changes sm_count alone keeps each SM's rate and scales these with the SM count
+SM_WIDE_PEAKS = ("tensor_flops_per_s", "fp32_flops_per_s")
+
+
+def peaks_for_sm_count(cfg: "GPUConfig", overrides: dict) -> dict:
+    """``overrides`` with the GPU-wide peaks ``SM_WIDE_PEAKS`` scaled to a changed ``sm_count``
+    (each SM keeps its rate), unless the overrides set a peak themselves."""
+    n = overrides.get("sm_count")
+    if not isinstance(n, (int, float)) or isinstance(n, bool) or n <= 0 or n == cfg.sm_count:
+        return overrides
+    r = n / cfg.sm_count
+    out = dict(overrides)
+    for f in SM_WIDE_PEAKS:
+        if f not in out:
+            v = getattr(cfg, f)
+            out[f] = {k: x * r for k, x in v.items()} if isinstance(v, dict) else v * r
+    return out
+
+
 # the keys a dict field takes: (what they are, the allowed ones)
 KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
