@@ -35,7 +35,7 @@ PLAUSIBLE = {
     "max_ctas_per_sm": (1, 1024, ()),                        # 32
     "max_warps_per_sm": (1, 1024, ()),                       # 64
     "l2_bytes": (64 * KIB, 4 * GIB, ((MIB, "MiB"), (KIB, "KiB"))),     # 40 .. 60 MiB
-    "l2_line_bytes": (16, 4096, ()),                         # 128
+    "l2_line_bytes": (32, 256, ()),                          # 128 (the L2 model: 1 to 8 sectors of 32 B)
     "l2_ways": (1, 1024, ()),                                # 16
     "l2_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 7 .. 9 TB/s
     "l2_latency_cycles": (10, 10000, ()),                    # ~263 .. 289
@@ -126,6 +126,28 @@ def plausibility_problem(name: str, v: float) -> str | None:
         if v > 0 and lo <= v * factor <= hi:
             return f"did you mean {_scaled(v, factor, unit)}?"
     return f"outside the plausible range {lo:g} .. {hi:g}"
+
+
+def physics_problem(cfg) -> str | None:
+    """Why ``cfg``'s fields together describe no buildable GPU (one line naming the field and what
+    is allowed), or None: each field's range alone is ``PLAUSIBLE``'s."""
+    line = cfg.l2_line_bytes
+    if line & (line - 1):
+        return f"l2_line_bytes = {line}: must be a power of two (32, 64, 128 or 256)"
+    if cfg.l2_bytes < line * cfg.l2_ways:
+        return (f"l2_bytes = {cfg.l2_bytes}: must hold at least one set of l2_ways x l2_line_bytes "
+                f"= {line * cfg.l2_ways} bytes")
+    rw = cfg.hbm_read_bandwidth_bytes_per_s + cfg.hbm_write_bandwidth_bytes_per_s
+    if cfg.hbm_copy_bandwidth_bytes_per_s and cfg.hbm_copy_bandwidth_bytes_per_s > rw:
+        return (f"hbm_copy_bandwidth_bytes_per_s = {cfg.hbm_copy_bandwidth_bytes_per_s:g}: a copy moves its bytes no "
+                f"faster than reads and writes at once, at most hbm_read + hbm_write = {rw:g}")
+    if cfg.max_registers_per_thread * 32 > cfg.registers_per_sm:
+        return (f"max_registers_per_thread = {cfg.max_registers_per_thread}: one warp of 32 threads must fit "
+                f"registers_per_sm = {cfg.registers_per_sm}, at most {cfg.registers_per_sm // 32}")
+    if cfg.power_limit_w and cfg.idle_power_w >= cfg.power_limit_w:
+        return (f"idle_power_w = {cfg.idle_power_w:g}: an idle GPU draws less than its power limit, "
+                f"below power_limit_w = {cfg.power_limit_w:g}")
+    return None
 
 
 class TileEfficiency(BaseModel):
@@ -339,6 +361,9 @@ class GPUConfig(BaseModel):
     def _check(self):
         if self.sram_bytes_per_cta_max > self.sram_bytes_per_sm:
             raise ValueError("sram_bytes_per_cta_max cannot exceed sram_bytes_per_sm")
+        why = physics_problem(self)
+        if why:
+            raise PydanticCustomError("implausible", "{why}", {"why": why})
         for dt in ("fp16", "bf16", "fp32"):
             if dt not in self.tensor_flops_per_s:
                 raise ValueError(f"tensor_flops_per_s needs an entry for {dt} (fp32 means tf32 dot)")
