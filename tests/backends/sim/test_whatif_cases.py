@@ -5,7 +5,7 @@ from pydantic_core import PydanticCustomError
 
 import gpusim
 from gpusim.backends.sim import power
-from gpusim.hardware import GPUConfig, load_gpu, peaks_for_sm_count
+from gpusim.hardware import GPUConfig, load_gpu, derived_overrides
 from gpusim.sweep.gpus import with_overrides
 
 
@@ -84,10 +84,41 @@ def test_more_sms_keep_each_sms_rate():
 
 def test_sm_count_override_keeps_peaks_set_alongside():
     h = load_gpu("h100")
-    ov = peaks_for_sm_count(h, {"sm_count": 264, "fp32_flops_per_s": 1e14})
+    ov = derived_overrides(h, {"sm_count": 264, "fp32_flops_per_s": 1e14})
     assert ov["fp32_flops_per_s"] == 1e14
     assert ov["tensor_flops_per_s"]["fp16"] == pytest.approx(2 * h.tensor_flops_per_s["fp16"])
-    assert peaks_for_sm_count(h, {"l2_bytes": 1 << 26}) == {"l2_bytes": 1 << 26}
+    assert derived_overrides(h, {"l2_bytes": 1 << 26}) == {"l2_bytes": 1 << 26}
+
+
+@pytest.mark.parametrize("kernel,params", [("elementwise_fused", dict(n=1 << 22)),
+                                           ("matmul", dict(M=1024, N=1024, K=1024))])
+def test_faster_hbm_reads_never_slow_a_kernel(kernel, params):
+    # with the copy rate held, reads x4 lengthened each written byte (2/copy - 1/read):
+    # elementwise 10.32 -> 10.69 us, matmul 15.17 -> 15.32 us
+    h = load_gpu("h100")
+    times = []
+    for x in (1.0, 1.5, 4.0):
+        cfg, _ = with_overrides(h, {"hbm_read_bandwidth_bytes_per_s": x * h.hbm_read_bandwidth_bytes_per_s}, "g")
+        times.append(_run(cfg, kernel, **params).time_us)
+    assert times[1] <= times[0] and times[2] <= times[1], times
+
+
+def test_read_or_write_what_if_keeps_the_bus_turnaround():
+    h = load_gpu("h100")
+
+    def turnaround(c):
+        return 2 / c.hbm_copy_bandwidth_bytes_per_s - 1 / c.hbm_read_bandwidth_bytes_per_s - 1 / c.hbm_write_bandwidth_bytes_per_s
+    for over in ({"hbm_read_bandwidth_bytes_per_s": 1e13}, {"hbm_write_bandwidth_bytes_per_s": 2e12},
+                 {"hbm_read_bandwidth_bytes_per_s": 5e12, "hbm_write_bandwidth_bytes_per_s": 6e12}):
+        cfg, vals = with_overrides(h, over, "g")
+        assert vals == over                                   # the derived copy rate is not a user field
+        assert turnaround(cfg) == pytest.approx(turnaround(h), rel=1e-9)
+        # a written byte costs its write time plus the same turnaround
+        assert 1 / cfg.hbm_mixed_write_bandwidth_bytes_per_s == pytest.approx(
+            1 / cfg.hbm_write_bandwidth_bytes_per_s + turnaround(h), rel=1e-9)
+    # a copy rate given alongside is kept as given
+    cfg, _ = with_overrides(h, {"hbm_read_bandwidth_bytes_per_s": 1e13, "hbm_copy_bandwidth_bytes_per_s": 3e12}, "g")
+    assert cfg.hbm_copy_bandwidth_bytes_per_s == 3e12
 
 
 @pytest.mark.parametrize("field,value,words", [
