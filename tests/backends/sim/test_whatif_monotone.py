@@ -5,7 +5,7 @@ resource past its peak. Each change goes through the what-if path (``--set gpu.<
 a shape that simulates in well under a second.
 
 The default run draws a few (field, family, factor) cases with a fixed seed; the exhaustive sweep
-(every field x family at x1.25, x2, x4, on the h200 and the h100) is marked slow."""
+(every field x family at x1.25, x2, x4, on the h200, h100 and a100) is marked slow."""
 from functools import lru_cache
 
 import pytest
@@ -27,6 +27,9 @@ FAMILIES = {
     "naive": ("attention_naive", dict(batch=1, heads=2, seq_len=256)),
     "decode": ("attention_decode", dict(batch=2, heads=4, kv_len=1024, head_dim=64, num_splits=4)),
 }
+
+# shapes that draw the 700 W limit on the h200 (a few seconds each: slow tests only)
+POWER_LIMITED = {"gemm4096": ("matmul", dict(M=4096, N=4096, K=4096))}
 
 # more is better: rates, bandwidths, sizes, counts (a dict field scales every entry)
 MORE = ("sm_count", "clock_hz", "sram_bytes_per_sm", "sram_bytes_per_cta_max", "registers_per_sm",
@@ -76,7 +79,7 @@ def _config(gpu: str):
 @lru_cache(maxsize=None)
 def _run(gpu: str, family: str, field: str | None = None, x: float = 1.0):
     """The result of ``family`` on ``gpu`` with ``field`` made ``x`` times better (or as named)."""
-    kernel, params = FAMILIES[family]
+    kernel, params = {**FAMILIES, **POWER_LIMITED}[family]
     cfg = _config(gpu)
     if field is not None:
         cfg, _ = with_overrides(cfg, faster(cfg, field, x), "gpu_overrides")
@@ -110,9 +113,19 @@ def test_the_named_config_is_its_own_baseline(family):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gpu", ["h200", "h100"])
+@pytest.mark.parametrize("gpu", ["h200", "h100", "a100"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("field", FIELDS)
 def test_every_field_and_family_exhaustively(gpu, field, family):
     for x in (1.25, 2.0, 4.0):
         check_faster(gpu, field, family, x)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the power-limited clock is picked from the launch's duration at the maximum "
+                   "clock: at 1980 MHz this GEMM waits on the L2, so its power looks low and it gets 1485 MHz "
+                   "(214 us); with the L2 x1.25 it does not, and gets 1403 MHz (227 us). Iterating the clock to "
+                   "a fixed point gives 1391 MHz, 228.5 us at x1, x1.25 and x2, but moves the named h200 "
+                   "prediction by +6.6%")
+def test_faster_l2_on_a_power_limited_gemm():
+    check_faster("h200", "l2_bandwidth_bytes_per_s", "gemm4096", 1.25)
