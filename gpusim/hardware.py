@@ -35,7 +35,7 @@ PLAUSIBLE = {
     "max_ctas_per_sm": (1, 1024, ()),                        # 32
     "max_warps_per_sm": (1, 1024, ()),                       # 64
     "l2_bytes": (64 * KIB, 4 * GIB, ((MIB, "MiB"), (KIB, "KiB"))),     # 40 .. 60 MiB
-    "l2_line_bytes": (16, 4096, ()),                         # 128
+    "l2_line_bytes": (32, 256, ()),                          # 128 (the L2 model: 1 to 8 sectors of 32 B)
     "l2_ways": (1, 1024, ()),                                # 16
     "l2_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 7 .. 9 TB/s
     "l2_latency_cycles": (10, 10000, ()),                    # ~263 .. 289
@@ -73,6 +73,42 @@ PLAUSIBLE = {
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
 }
 
+# What a what-if keeps when it changes one field (``derived_overrides``, applied to --set gpu.X and
+# sweep: gpu.X by sweep/gpus.with_overrides):
+# - sm_count: each SM's rate. The GPU-wide peaks below are divided among the SMs
+#   (tensor_flops_per_clk_per_sm, vector_ops_per_clk_per_sm), and an SM's tensor cores and FP32
+#   lanes are its own, so these scale with the SM count.
+# - hbm_read / hbm_write bandwidth: the DRAM's bus turnaround, the time a copy takes beyond its
+#   reads and writes at their own rates (2/copy - 1/read - 1/write per byte pair). Holding the copy
+#   rate instead made a faster read channel lengthen each written byte (2/copy - 1/read), and a
+#   kernel slower (elementwise_fused on the h100, reads x4: 10.32 -> 10.69 us).
+SM_WIDE_PEAKS = ("tensor_flops_per_s", "fp32_flops_per_s")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def derived_overrides(cfg: "GPUConfig", overrides: dict) -> dict:
+    """``overrides`` plus the fields that follow from them (see above); a field the overrides
+    set themselves is kept as given."""
+    out = dict(overrides)
+    n = overrides.get("sm_count")
+    if _number(n) and n != cfg.sm_count:
+        for f in SM_WIDE_PEAKS:
+            if f not in out:
+                v = getattr(cfg, f)
+                out[f] = {k: x * n / cfg.sm_count for k, x in v.items()} if isinstance(v, dict) else v * n / cfg.sm_count
+    rd, wr = (overrides.get(f"hbm_{d}_bandwidth_bytes_per_s") for d in ("read", "write"))
+    if (cfg.hbm_copy_bandwidth_bytes_per_s and "hbm_copy_bandwidth_bytes_per_s" not in out
+            and (_number(rd) or _number(wr))):
+        R, W = cfg.hbm_read_bandwidth_bytes_per_s, cfg.hbm_write_bandwidth_bytes_per_s
+        turnaround = max(0.0, 2.0 / cfg.hbm_copy_bandwidth_bytes_per_s - 1.0 / R - 1.0 / W)
+        R, W = (rd if _number(rd) else R), (wr if _number(wr) else W)
+        out["hbm_copy_bandwidth_bytes_per_s"] = 2.0 / (1.0 / R + 1.0 / W + turnaround)
+    return out
+
+
 # the keys a dict field takes: (what they are, the allowed ones)
 KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
@@ -105,6 +141,28 @@ def plausibility_problem(name: str, v: float) -> str | None:
         if v > 0 and lo <= v * factor <= hi:
             return f"did you mean {_scaled(v, factor, unit)}?"
     return f"outside the plausible range {lo:g} .. {hi:g}"
+
+
+def physics_problem(cfg) -> str | None:
+    """Why ``cfg``'s fields together describe no buildable GPU (one line naming the field and what
+    is allowed), or None: each field's range alone is ``PLAUSIBLE``'s."""
+    line = cfg.l2_line_bytes
+    if line & (line - 1):
+        return f"l2_line_bytes = {line}: must be a power of two (32, 64, 128 or 256)"
+    if cfg.l2_bytes < line * cfg.l2_ways:
+        return (f"l2_bytes = {cfg.l2_bytes}: must hold at least one set of l2_ways x l2_line_bytes "
+                f"= {line * cfg.l2_ways} bytes")
+    rw = cfg.hbm_read_bandwidth_bytes_per_s + cfg.hbm_write_bandwidth_bytes_per_s
+    if cfg.hbm_copy_bandwidth_bytes_per_s and cfg.hbm_copy_bandwidth_bytes_per_s > rw:
+        return (f"hbm_copy_bandwidth_bytes_per_s = {cfg.hbm_copy_bandwidth_bytes_per_s:g}: a copy moves its bytes no "
+                f"faster than reads and writes at once, at most hbm_read + hbm_write = {rw:g}")
+    if cfg.max_registers_per_thread * 32 > cfg.registers_per_sm:
+        return (f"max_registers_per_thread = {cfg.max_registers_per_thread}: one warp of 32 threads must fit "
+                f"registers_per_sm = {cfg.registers_per_sm}, at most {cfg.registers_per_sm // 32}")
+    if cfg.power_limit_w and cfg.idle_power_w >= cfg.power_limit_w:
+        return (f"idle_power_w = {cfg.idle_power_w:g}: an idle GPU draws less than its power limit, "
+                f"below power_limit_w = {cfg.power_limit_w:g}")
+    return None
 
 
 class TileEfficiency(BaseModel):
@@ -318,6 +376,9 @@ class GPUConfig(BaseModel):
     def _check(self):
         if self.sram_bytes_per_cta_max > self.sram_bytes_per_sm:
             raise ValueError("sram_bytes_per_cta_max cannot exceed sram_bytes_per_sm")
+        why = physics_problem(self)
+        if why:
+            raise PydanticCustomError("implausible", "{why}", {"why": why})
         for dt in ("fp16", "bf16", "fp32"):
             if dt not in self.tensor_flops_per_s:
                 raise ValueError(f"tensor_flops_per_s needs an entry for {dt} (fp32 means tf32 dot)")
@@ -334,11 +395,13 @@ class GPUConfig(BaseModel):
 
     @property
     def hbm_mixed_write_bandwidth_bytes_per_s(self) -> float:
-        """Write bandwidth when writes share the channel with reads (from the copy benchmark)."""
+        """Write bandwidth when writes share the channel with reads (from the copy benchmark): a
+        copy's written byte takes 2/copy - 1/read, and never less than at the write rate alone
+        (a copy faster than its reads and writes each at their own rate is not physical)."""
         if not self.hbm_copy_bandwidth_bytes_per_s:
             return self.hbm_write_bandwidth_bytes_per_s
         per_byte = 2.0 / self.hbm_copy_bandwidth_bytes_per_s - 1.0 / self.hbm_read_bandwidth_bytes_per_s
-        return 1.0 / per_byte if per_byte > 0 else self.hbm_write_bandwidth_bytes_per_s
+        return min(self.hbm_write_bandwidth_bytes_per_s, 1.0 / per_byte if per_byte > 0 else math.inf)
 
     @property
     def l2_write_cost(self) -> float:

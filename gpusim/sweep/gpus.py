@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..hardware import ConfigError, GPUConfig, load_gpu
+from ..hardware import ConfigError, GPUConfig, derived_overrides, load_gpu
 from .errors import field_error
 
 # GPU fields that describe rather than parametrize the hardware; they cannot be overridden.
@@ -61,7 +61,7 @@ def with_overrides(cfg: GPUConfig, overrides: dict, where: str) -> tuple:
     if not overrides:
         return cfg, {}
     try:
-        new = GPUConfig.model_validate({**cfg.model_dump(), **overrides})
+        new = GPUConfig.model_validate({**cfg.model_dump(), **derived_overrides(cfg, overrides)})
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])

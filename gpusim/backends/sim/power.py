@@ -51,10 +51,24 @@ def _mean_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float, loop: 
     r = f / cfg.clock_hz
     joules, period = e_sm * r ** cfg.dvfs_energy_exponent + e_mem, seconds / r
     if loop:
-        e = cfg.activity_energy_j
-        joules += TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
-        period += TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s + cfg.launch_overhead_us * 1e-6
+        flush_j, flush_s = flush_energy(cfg)
+        joules += flush_j
+        period += flush_s + cfg.launch_overhead_us * 1e-6
     return cfg.idle_power_w + joules / period if period > 0 else cfg.idle_power_w
+
+
+def flush_energy(cfg) -> tuple:
+    """(joules, seconds) of the timing loop's L2 flush: its bytes written at the HBM's write rate,
+    or slower where that would draw more than the power limit (the flush has no SM work a lower
+    SM clock could save, so its memory must slow down to fit; a faster write channel alone never
+    lowers the SM clock)."""
+    e = cfg.activity_energy_j
+    joules = TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
+    seconds = TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s
+    headroom = (cfg.power_limit_w or 0.0) - cfg.idle_power_w
+    if headroom > 0:
+        seconds = max(seconds, joules / headroom)
+    return joules, seconds
 
 
 def loop_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float) -> float:
