@@ -223,7 +223,7 @@ def compare(path: str) -> dict:
     """Analytic estimate vs the compiled counts of a recorded table (ours, or the H200's
     ``n_regs``/``n_spills`` rows): per row (group, compiled, spills, estimate, key params), the
     group being the tile space and launch. No compiler needed."""
-    from gpusim.backends.sim.registers import estimate
+    from gpusim.compiler.registers import estimate
 
     with open(path) as f:
         doc = json.load(f)
@@ -242,7 +242,7 @@ def compare(path: str) -> dict:
 
 def development_half(row: dict) -> bool:
     """Whether a recorded row is in the half the estimate's bases are fitted on (``COEF`` in
-    backends/sim/registers.py): crc32 of its params (sorted JSON) even; the other half checks."""
+    compiler/registers.py): crc32 of its params (sorted JSON) even; the other half checks."""
     return zlib.crc32(json.dumps(row["params"], sort_keys=True).encode()) % 2 == 0
 
 

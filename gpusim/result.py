@@ -208,7 +208,7 @@ class Result:
 
     @property
     def compiler(self) -> str:
-        """The compiler's view the launches were timed with (``cost.compiler_view``): ``triton X.Y.Z``,
+        """The compiler's view the launches were timed with (``compiler.view_name``): ``triton X.Y.Z``,
         ``estimate``, or both joined by ``+`` when a launch did not compile and fell back."""
         return "+".join(sorted({k.compiler for k in self.kernels}))
 

@@ -3,7 +3,7 @@
 The key hashes everything that determines a point's numbers: the point itself, the resolved GPU
 config (after any ``gpu.<field>`` what-if overrides), the gpusim version, the hash of the
 package's source code (``provenance.code_hash``) and the compiler's view the point is timed with
-(``cost.compiler_view``: ``triton X.Y.Z`` or ``estimate``, resolved from ``$GPUSIM_RESOURCES`` and
+(``compiler.view_name``: ``triton X.Y.Z`` or ``estimate``, resolved from ``$GPUSIM_RESOURCES`` and
 what is installed), so a changed model or compiler never serves old numbers.
 """
 from __future__ import annotations
@@ -36,11 +36,11 @@ class Point:
 
     def key(self) -> str:
         from .. import __version__
-        from ..backends.sim.cost import compiler_view
+        from ..compiler import view_name
 
         blob = json.dumps({"point": point_dict(self), "config": self.config_hash, "version": __version__,
                            **({"kernel_source": self.kernel_hash} if self.kernel_hash else {}),
-                           "code": provenance.code_hash(), "resources": compiler_view(self.config)},
+                           "code": provenance.code_hash(), "resources": view_name(self.config)},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpusim.backends.sim import cost
+from gpusim import compiler
 from gpusim.backends.triton import compile as tc
 from gpusim.hardware import load_gpu
 from gpusim.output.tables import run_table
@@ -26,23 +26,23 @@ def _view(monkeypatch, installed: str | None):
 @pytest.mark.parametrize("installed, expect", [(None, "estimate"), ("3.6.0", "triton 3.6.0"),
                                                 ("3.9.0", "triton 3.9.0")])
 def test_auto_resolves_to_what_is_installed(monkeypatch, installed, expect):
-    monkeypatch.setenv(cost.RESOURCES_ENV, "auto")
+    monkeypatch.setenv(compiler.RESOURCES_ENV, "auto")
     _view(monkeypatch, installed)
-    assert cost.compiler_view(load_gpu("h200")) == expect
+    assert compiler.view_name(load_gpu("h200")) == expect
 
 
 def test_estimated_mode_and_archless_configs_use_the_estimate(monkeypatch):
     _view(monkeypatch, "3.9.0")
-    monkeypatch.setenv(cost.RESOURCES_ENV, "estimated")
-    assert cost.compiler_view(load_gpu("h200")) == "estimate"
-    monkeypatch.setenv(cost.RESOURCES_ENV, "auto")
-    assert cost.compiler_view(load_gpu("h200").model_copy(update={"compute_capability": None})) == "estimate"
+    monkeypatch.setenv(compiler.RESOURCES_ENV, "estimated")
+    assert compiler.view_name(load_gpu("h200")) == "estimate"
+    monkeypatch.setenv(compiler.RESOURCES_ENV, "auto")
+    assert compiler.view_name(load_gpu("h200").model_copy(update={"compute_capability": None})) == "estimate"
 
 
 def _tagged(pt, timeline=False):
     """Run the point, and tag the row with the view in force, as a real compiled run would."""
     row, krows, r = _real_run_point(pt, timeline)
-    return dict(row, compiler=cost.compiler_view(pt.config)), krows, r
+    return dict(row, compiler=compiler.view_name(pt.config)), krows, r
 
 
 @pytest.mark.parametrize("first, second", [(None, "3.6.0"), ("3.6.0", None), ("3.6.0", "3.9.0")])
@@ -50,7 +50,7 @@ def test_rerun_after_the_compiler_changed_never_serves_old_rows(tmp_path, monkey
     p = tmp_path / "s.yaml"
     p.write_text("kernel: elementwise_fused\nsweep: {n: [1024, 2048]}\ncheck: false\n")
     out = tmp_path / "out"
-    monkeypatch.setenv(cost.RESOURCES_ENV, "auto")
+    monkeypatch.setenv(compiler.RESOURCES_ENV, "auto")
     monkeypatch.setattr(runner, "run_point", _tagged)
     _view(monkeypatch, first)
     run_scenario(load_scenario(p), out, jobs=1)

@@ -5,12 +5,11 @@ closed form that tests can check by hand.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
-from ...hardware import ConfigError, GPUConfig
-from . import registers
+from ...compiler import ESTIMATE, CompilerView, registers, view_of
+from ...hardware import GPUConfig
 
 KIB = 1024
 
@@ -130,7 +129,7 @@ class Occupancy:
 
     @property
     def compiler(self) -> str:
-        """The identity of the compiler's view this launch was timed with (``compiler_view``)."""
+        """The identity of the compiler's view this launch was timed with (``compiler.view_name``)."""
         c = self.compiled
         return f"triton {c.triton_version}" if c is not None else ESTIMATE
 
@@ -139,65 +138,12 @@ class InfeasibleError(ValueError):
     """The launch cannot run on this GPU (a CTA needs more than the hardware allows)."""
 
 
-RESOURCES_ENV = "GPUSIM_RESOURCES"
-RESOURCE_MODES = ("auto", "compiled", "estimated")
-
-
-def resources_mode(mode: str | None = None) -> str:
-    """``mode``, else ``$GPUSIM_RESOURCES``, else auto (compiled when triton can compile here)."""
-    m = mode or os.environ.get(RESOURCES_ENV) or "auto"
-    if m not in RESOURCE_MODES:   # a ConfigError: the command line prints it as one line, exit code 2
-        raise ConfigError(f"{RESOURCES_ENV}={m!r}: allowed values are {', '.join(RESOURCE_MODES)}")
-    return m
-
-
-ESTIMATE = "estimate"
-
-
-def compiler_view(cfg: GPUConfig | None = None, mode: str | None = None) -> str:
-    """Which compiler's view a simulation on ``cfg`` uses, as a name that goes into every point's
-    cache key, its result row and the printed table: ``triton X.Y.Z`` (registers, spills and the
-    SASS mix from Triton's own compiler at that version) or ``estimate`` (the analytic estimate,
-    docs/resources.md). ``auto`` resolves here, by what is installed, so a cache filled without
-    triton is never served after triton is installed (or upgraded), and the other way round."""
-    m = resources_mode(mode)
-    if m == "estimated" or (cfg is not None and cfg.compute_capability is None):
-        return ESTIMATE
-    from ..triton import compile as tc    # lazy: triton is optional
-
-    if not tc.available():
-        return ESTIMATE
-    return f"triton {tc.triton_version()}"
-
-
-def compiled_resources(program: ir.Program, cfg: GPUConfig, grid=None, mode: str | None = None):
-    """The real compiler's resources for ``program`` on ``cfg``'s architecture, or None where the
-    mode says estimated, or (auto) triton is missing, the config names no compute capability or
-    the program does not compile. ``mode="compiled"`` raises instead of falling back."""
-    m = resources_mode(mode)
-    if m == "estimated":
-        return None
-    from ..triton import compile as tc    # lazy: triton is optional
-
-    arch = cfg.compute_capability
-    if arch is None or not tc.available():
-        if m == "compiled":
-            why = "triton is not installed" if arch is not None else f"{cfg.name} has no compute_capability"
-            raise RuntimeError(f"{RESOURCES_ENV}=compiled but {why}; use {RESOURCES_ENV}=estimated")
-        return None
-    try:
-        return tc.compile_program(program, grid, arch)
-    except tc.CompileError:
-        if m == "compiled":
-            raise
-        return None
-
-
-def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | None = None) -> Occupancy:
+def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | None = None,
+              view: CompilerView | None = None) -> Occupancy:
     """How many CTAs of ``program`` fit on one SM, and which limit binds; raises InfeasibleError.
 
-    Registers per thread come from the compiled kernel (for ``grid``, as launched) when
-    ``compiled_resources`` finds it, else from ``cta_resources``'s estimate; ptxas caps them at
+    Registers per thread come from the compiler's ``view`` (``compiler.view_of`` for ``grid``, as
+    launched, when not given: Triton's compiler, or the analytic estimate); ptxas caps them at
     ``max_registers_per_thread`` and spills the rest to local memory."""
     res = cta_resources(program, cfg.compute_capability or 90)
     if res.sram_bytes > cfg.sram_bytes_per_cta_max:
@@ -208,12 +154,8 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
     warps = program.num_warps
     if warps > cfg.max_warps_per_sm:
         raise InfeasibleError(f"num_warps={warps} exceeds {cfg.max_warps_per_sm} warps per SM on {cfg.name}")
-    comp = compiled_resources(program, cfg, grid, resources)
-    if comp is not None:
-        regs, spills, source = min(comp.registers_per_thread, cfg.max_registers_per_thread), comp.spills, "compiled"
-    else:
-        regs = min(res.registers_per_thread, cfg.max_registers_per_thread)
-        spills, source = res.registers_per_thread > cfg.max_registers_per_thread, "estimated"
+    view = view or view_of(program, cfg, grid, resources)
+    regs, spills = min(view.registers_per_thread, cfg.max_registers_per_thread), view.spills(cfg)
     limits = {
         "ctas": cfg.max_ctas_per_sm,
         "warps": cfg.max_warps_per_sm // warps,
@@ -221,7 +163,7 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
         "registers": cfg.registers_per_sm // (regs * res.threads),
     }
     limiter = min(limits, key=lambda k: (limits[k], k))
-    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs, spills, source, comp)
+    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs, spills, view.resources, view.compiled)
 
 
 WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup

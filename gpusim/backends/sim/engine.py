@@ -41,9 +41,9 @@ class LaunchSim:
     _owners = 0
 
     def __init__(self, launch: ir.Launch, cfg: GPUConfig, l2: L2Cache, addresses: dict, tensors: dict,
-                 fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16):
+                 fidelity: str = "fast", timeline: bool = False, loop_steps: int = 16, view=None):
         self.launch, self.cfg, self.l2 = launch, cfg, l2
-        self.occ = cost.occupancy(launch.program, cfg, launch.grid)
+        self.occ = cost.occupancy(launch.program, cfg, launch.grid, view=view)   # view: compiler.view_of
         steps, self.loads = compile_program(launch.program, cfg)
         self.steps = codegen.adjust_loops(steps, launch.program, self.occ, cfg)
         self.loops = [s for s in self.steps if isinstance(s, LoopStep)]

@@ -72,7 +72,7 @@ def compiler_mismatch(data: dict) -> str | None:
     than the one that built the measured kernels (registers, spills and the loop's instructions
     can differ between versions: the backward's dQ at d 128, 64x64, 8 warps is 137 registers and
     one CTA per SM with triton 3.9, 128 and two with 3.6); None when they agree or nothing compiles."""
-    from ...backends.sim.cost import resources_mode
+    from ...compiler import resources_mode
     from ...backends.triton import compile as tc
 
     measured = (data.get("environment") or {}).get("triton")

@@ -11,6 +11,7 @@ if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"     # before triton is imported (as the other Triton tests do)
 
 from gpusim import kernels
+from gpusim import compiler
 from gpusim.backends.sim import cost
 from gpusim.backends.triton.compile import (CompiledResources, access_bytes, mma_flops_per_warp, parse_res_usage,
                                             parse_sass)
@@ -73,7 +74,7 @@ def test_round_trip_through_dict():
 def test_unknown_resources_mode_is_one_line_error(monkeypatch):
     monkeypatch.setenv("GPUSIM_RESOURCES", "exact")
     with pytest.raises(ValueError, match="GPUSIM_RESOURCES='exact': allowed values are auto, compiled, estimated"):
-        cost.resources_mode()
+        compiler.resources_mode()
 
 
 def test_estimated_mode_never_compiles(monkeypatch):

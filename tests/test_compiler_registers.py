@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from gpusim import kernels
-from gpusim.backends.sim import layouts, registers
+from gpusim.compiler import layouts, registers
 from gpusim.dsl import ir
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "tests" / "data" / "compiled_resources_sm90.json"
 H200 = ROOT / "docs" / "validation" / "h200" / "micro" / "compiled_resources_h200.json"
 MAX_REGS = 255      # ptxas's per-thread cap on sm_90: an estimate above it means "spills"
@@ -133,7 +133,7 @@ def test_warps_per_tile_follows_triton():
 
 def _dot_warps(kernel, launch, **p):
     ln = next(x for x in kernels.build(kernel, p).launches if x.name == launch)
-    g = layouts._Graph(ln.program)
+    g = layouts.Graph(ln.program)
     lay = layouts.dot_layouts(g, 90)
     return [lay[id(o)] for o in ir.walk(ln.program.body) if isinstance(o, ir.Dot)]
 
@@ -187,7 +187,7 @@ def test_index_masks_do_not_make_masked_off_elements_live():
     # ptxas: 52 registers (triton 3.9); the estimate counted the whole tile: 72.
     p = dict(BLOCK=8192, cols=5120, num_stages=3, num_warps=8)
     ln = next(x for x in kernels.build("layernorm", p).launches if x.name == "layernorm")
-    g = layouts._Graph(ln.program)
+    g = layouts.Graph(ln.program)
     static = registers.static_elements(g)
     where = next(o for o in ir.walk(ln.program.body) if isinstance(o, registers.ir.Where))
     assert static.get(where.out.id) == 5120

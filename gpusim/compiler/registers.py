@@ -60,9 +60,9 @@ from __future__ import annotations
 
 import math
 
-from ...dsl import ir
-from ...dsl.analysis import expr_bounds
-from .layouts import (BLOCKED_LAYOUT, MMA_COLS, MMA_ROWS, OPERAND, SMEM, _ceil, _Graph, dot_layouts, index_values,
+from ..dsl import ir
+from ..dsl.analysis import expr_bounds
+from .layouts import (BLOCKED_LAYOUT, MMA_COLS, MMA_ROWS, OPERAND, SMEM, ceil_div, Graph, dot_layouts, index_values,
                       operands, value_layouts, value_regs)
 
 # The only fitted numbers: registers a kernel needs beyond its tiles (program ids, loop counters,
@@ -89,7 +89,7 @@ def _in_bounds(tensor, offsets: tuple, shape: tuple) -> int:
 ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast)
 
 
-def static_elements(g: _Graph) -> dict:
+def static_elements(g: Graph) -> dict:
     """{value id: elements not known at compile time} for tiles read where they can reach past the
     tensor's end (a row kernel's tile wider than the row, decode's 16-row tile of 8 packed rows):
     the masked-off elements are the load's constant ``other`` and cost no registers; elementwise
@@ -112,7 +112,7 @@ def static_elements(g: _Graph) -> dict:
     return out
 
 
-def stored_elements(g: _Graph) -> dict:
+def stored_elements(g: Graph) -> dict:
     """{value id: elements that can reach memory or a use other than an elementwise op of the same
     shape} where fewer than all: the rest are dead (ptxas drops their computation; a loop-carried
     accumulator whose masked rows are never stored holds only its stored rows)."""
@@ -147,7 +147,7 @@ def stored_elements(g: _Graph) -> dict:
     return {v: n for v, n in need.items() if n < numel[v]}
 
 
-def streamed(g: _Graph) -> set:
+def streamed(g: Graph) -> set:
     """Ids of values that only flow into reductions or into a loop-carried accumulator (``sum(o *
     do)``, ``acc + x * x``), through elementwise ops that use nothing computed from them: ptxas
     folds each element in as it arrives, so the tile is never held whole."""
@@ -165,7 +165,7 @@ def streamed(g: _Graph) -> set:
     return out
 
 
-def _sink(g: _Graph, u, v: ir.Value) -> bool:
+def _sink(g: Graph, u, v: ir.Value) -> bool:
     """A reduction, an update of a loop-carried accumulator by ``v`` (acc + v, max(acc, v)), or a
     store in a pipelined loop (its loads are copied to shared memory ahead, so the stores need not
     wait for the whole tile: each vector is read, computed and stored in turn)."""
@@ -178,7 +178,7 @@ def _sink(g: _Graph, u, v: ir.Value) -> bool:
     return isinstance(other, ir.Value) and other.shape == u.out.shape and other.id in {a.id for a in loop.args}
 
 
-def _uses_own_reduction(g: _Graph, op, v: ir.Value) -> bool:
+def _uses_own_reduction(g: Graph, op, v: ir.Value) -> bool:
     """Whether another operand of ``op`` is computed from a reduction of ``v``."""
     def from_v(x, seen):
         if x.id == v.id:
@@ -204,7 +204,7 @@ def _schedule(ops, loop, out: list, spans: dict) -> None:
             out.append((None, op))      # the loop's end
 
 
-def _live_ranges(g: _Graph) -> tuple:
+def _live_ranges(g: Graph) -> tuple:
     """(schedule, {value id: (def index, last use index)}, loop spans) over the flattened program."""
     sched, spans = [], {}
     _schedule(g.program.body, None, sched, spans)
@@ -242,13 +242,13 @@ def _operand_fragments(d: ir.Dot, kind: str, wm: int, wn: int, lay: dict) -> int
         return 0
     m, n = d.out.shape
     regs = 0
-    for v, per_block in ((d.a, _ceil(m, MMA_ROWS * wm) * 4), (d.b, _ceil(n, MMA_COLS * wn) * 2)):
+    for v, per_block in ((d.a, ceil_div(m, MMA_ROWS * wm) * 4), (d.b, ceil_div(n, MMA_COLS * wn) * 2)):
         if lay.get(v.id, BLOCKED_LAYOUT)[0] != OPERAND:
             regs += per_block * ir.DTYPE_BYTES[v.dtype] // 2
     return regs
 
 
-def _in_flight(g: _Graph, dots: dict, lay: dict, regs: dict, sched, spans) -> list:
+def _in_flight(g: Graph, dots: dict, lay: dict, regs: dict, sched, spans) -> list:
     """(first, last, registers) of the register A operands of wgmma dots left in flight across a
     pipelined loop's back edge (Triton waits for a dot whose accumulator is carried only at the
     next iteration's first dot): live from the loop's top to that first dot."""
@@ -263,7 +263,7 @@ def _in_flight(g: _Graph, dots: dict, lay: dict, regs: dict, sched, spans) -> li
     return out
 
 
-def _carried(d: ir.Dot, loop: ir.Loop, g: _Graph) -> bool:
+def _carried(d: ir.Dot, loop: ir.Loop, g: Graph) -> bool:
     """Whether the dot accumulates into a loop-carried value (directly or rescaled)."""
     args = {a.id for a in loop.args}
     v = d.acc
@@ -274,7 +274,7 @@ def _carried(d: ir.Dot, loop: ir.Loop, g: _Graph) -> bool:
     return v is not None
 
 
-def _staged_loads(g: _Graph, lay: dict, sched, spans) -> list:
+def _staged_loads(g: Graph, lay: dict, sched, spans) -> list:
     """(first, last, registers) of loaded dot operands that pass through registers on their way to
     shared memory (no cp.async): in a loop that is not pipelined from the loop's top (where ptxas
     issues the loads) to the dot, elsewhere only at the load. ptxas copies such a tile in 16-byte
@@ -294,7 +294,7 @@ def _staged_loads(g: _Graph, lay: dict, sched, spans) -> list:
     return out
 
 
-def _reads(g: _Graph, dot: ir.Dot, v: ir.Value) -> bool:
+def _reads(g: Graph, dot: ir.Dot, v: ir.Value) -> bool:
     """Whether the dot reads ``v`` (directly or through views)."""
     for x in (dot.a, dot.b):
         while x.id != v.id and isinstance(g.producer.get(x.id), (ir.Trans, ir.ExpandDims)):
@@ -304,7 +304,7 @@ def _reads(g: _Graph, dot: ir.Dot, v: ir.Value) -> bool:
     return False
 
 
-def _value_regs(g: _Graph, dots: dict, lay: dict) -> dict:
+def _value_regs(g: Graph, dots: dict, lay: dict) -> dict:
     """{value id: registers per thread} of every value the program defines."""
     threads = 32 * g.program.num_warps
     regs, static, flow = {}, static_elements(g), streamed(g)
@@ -320,7 +320,7 @@ def _value_regs(g: _Graph, dots: dict, lay: dict) -> dict:
     return regs
 
 
-def _unpipelined(g: _Graph, op) -> bool:
+def _unpipelined(g: Graph, op) -> bool:
     """Whether ``op`` is in a loop Triton does not pipeline (stages < 2): its loads are plain global
     loads, and ptxas issues all of a tile's loads before the first use, so a loaded tile that flows
     into an accumulator is held whole there (decode's combine: acc + o_s * w holds o_s), not
@@ -332,7 +332,7 @@ def _unpipelined(g: _Graph, op) -> bool:
 ELEMENTWISE_TEMPS = True       # per-element temporaries (_fuse_elementwise); off: every tile held whole
 
 
-def _fuse_elementwise(g: _Graph, lay: dict, sched, ranges: dict, regs: dict) -> None:
+def _fuse_elementwise(g: Graph, lay: dict, sched, ranges: dict, regs: dict) -> None:
     """Per-element temporaries: a tile computed by an elementwise op and used only by elementwise
     ops of the same shape and layout in the same loop body (not carried), with only elementwise
     ops between its definition and its last use, is never held whole: ptxas computes the chain
@@ -369,7 +369,7 @@ def _fuse_elementwise(g: _Graph, lay: dict, sched, ranges: dict, regs: dict) -> 
             ranges[x.id] = (d, max(e, end))
 
 
-def peak_live(g: _Graph, dots: dict, lay: dict) -> tuple:
+def peak_live(g: Graph, dots: dict, lay: dict) -> tuple:
     """(largest registers live at once, index of that op in the schedule)."""
     sched, ranges, spans = _live_ranges(g)
     regs = _value_regs(g, dots, lay)
@@ -398,14 +398,14 @@ def peak_live(g: _Graph, dots: dict, lay: dict) -> tuple:
 
 
 def _vectors(v, threads: int) -> int:
-    return max(1, _ceil(v.numel * ir.DTYPE_BYTES[v.dtype], 16 * threads))
+    return max(1, ceil_div(v.numel * ir.DTYPE_BYTES[v.dtype], 16 * threads))
 
 
 def features(program: ir.Program, arch: int = 90) -> tuple:
     """(kind, {term: registers per thread}): kind ``v3``/``v2`` (the program's dots use wgmma /
     mma.sync) or ``simt`` (no dot); terms ``live`` (the most registers the program's values hold at
     once) and ``addresses`` (16-byte vectors loaded per loop iteration)."""
-    g = _Graph(program)
+    g = Graph(program)
     dots = dot_layouts(g, arch)
     lay = value_layouts(g, dots)
     threads = 32 * program.num_warps

@@ -7,13 +7,13 @@ what each pass decides and how that matches the compiled kernels).
 """
 from __future__ import annotations
 
-from ...dsl import ir
-from ...dsl.analysis import feeds_dot
+from ..dsl import ir
+from ..dsl.analysis import feeds_dot
 
 MMA_ROWS, MMA_COLS = 16, 8        # rows x columns of one MMA block a warp holds (4 fp32 per thread)
 
 
-def _ceil(a: float, b: float) -> int:
+def ceil_div(a: float, b: float) -> int:
     return int(-(-a // b))
 
 
@@ -43,7 +43,7 @@ def warps_per_tile(m: int, n: int, num_warps: int, kind: str, chained: bool) -> 
         return wm, wn
     if chained:
         return (num_warps, 1) if m >= n else (1, num_warps)
-    wm, wn, rm, rn = 1, 1, _ceil(m, MMA_ROWS), _ceil(n, MMA_COLS)
+    wm, wn, rm, rn = 1, 1, ceil_div(m, MMA_ROWS), ceil_div(n, MMA_COLS)
     while wm * wn < num_warps:      # balance the M and N repetitions, ties towards M
         if rm >= rn:
             wm, rm = wm * 2, (rm // 2 if rm != 1 else rm)
@@ -54,11 +54,11 @@ def warps_per_tile(m: int, n: int, num_warps: int, kind: str, chained: bool) -> 
 
 def mma_tile_regs(m: int, n: int, wm: int, wn: int) -> int:
     """fp32 registers per thread of an m x n MMA result over wm x wn warps (16x8 per warp per block)."""
-    return _ceil(m, MMA_ROWS * wm) * _ceil(n, MMA_COLS * wn) * 4
+    return ceil_div(m, MMA_ROWS * wm) * ceil_div(n, MMA_COLS * wn) * 4
 
 
 # --------------------------------------------------------------------------- the program's graph
-class _Graph:
+class Graph:
     """Producers, users and enclosing loop of every value and op of a program."""
 
     def __init__(self, program: ir.Program):
@@ -87,7 +87,7 @@ def operands(op) -> list:
     return [getattr(op, f) for f in ("a", "b", "acc", "cond") if isinstance(getattr(op, f, None), ir.Value)]
 
 
-def _dots_connected(g: _Graph, dot: ir.Dot) -> list:
+def _dots_connected(g: Graph, dot: ir.Dot) -> list:
     """The other dots Triton's getSlice reaches from ``dot``: through producers and users in the
     same loop body (or both outside loops), not through transposes."""
     region = g.loop_of[id(dot)]
@@ -107,7 +107,7 @@ def _dots_connected(g: _Graph, dot: ir.Dot) -> list:
     return found
 
 
-def _flows_into_dot(g: _Graph, dot: ir.Dot) -> bool:
+def _flows_into_dot(g: Graph, dot: ir.Dot) -> bool:
     """Whether the dot's result reaches another dot through its users (getForwardSlice)."""
     stack, seen = [dot.out], set()
     while stack:
@@ -121,7 +121,7 @@ def _flows_into_dot(g: _Graph, dot: ir.Dot) -> bool:
     return False
 
 
-def dot_layouts(g: _Graph, arch: int) -> dict:
+def dot_layouts(g: Graph, arch: int) -> dict:
     """{id(dot): (kind, wm, wn)}; Triton converts the dots last to first."""
     w = g.program.num_warps
     dots = [o for o in ir.walk(g.program.body) if isinstance(o, ir.Dot)]
@@ -163,7 +163,7 @@ def _combine(op, lays: list):
 BLOCKED_LAYOUT = (BLOCKED,)
 
 
-def _forward(g: _Graph, lay: dict, ops) -> None:
+def _forward(g: Graph, lay: dict, ops) -> None:
     for op in ops:
         if isinstance(op, ir.Loop):
             for a, v in zip(op.args, op.init):
@@ -200,7 +200,7 @@ def _forward(g: _Graph, lay: dict, ops) -> None:
             lay[op.out.id] = new
 
 
-def _backward(g: _Graph, lay: dict) -> bool:
+def _backward(g: Graph, lay: dict) -> bool:
     """Blocked operands of ops whose result has a dot's layout take that layout (Triton moves the
     conversion back to the loads and index vectors). Returns whether anything changed."""
     changed = False
@@ -223,7 +223,7 @@ def _backward(g: _Graph, lay: dict) -> bool:
     return changed
 
 
-def value_layouts(g: _Graph, dots: dict) -> dict:
+def value_layouts(g: Graph, dots: dict) -> dict:
     """{value id: layout}: (mma, dot), (slice, dot, dim), (operand, dot), (smem,) or (blocked,)."""
     lay: dict = {}
     for _ in range(16):
@@ -254,7 +254,7 @@ def _a_in_registers(d: ir.Dot, lay: dict, dots: dict) -> bool:
     return src[0] == MMA and dots[src[1]][1:] == (wm, wn) and wn == 1
 
 
-def index_values(g: _Graph) -> set:
+def index_values(g: Graph) -> set:
     """Ids of integer values computed from index ranges and constants only (``arange`` offsets,
     their comparisons): ptxas keeps one base register and folds the rest into immediates."""
     out = set()
@@ -276,18 +276,18 @@ def value_regs(v: ir.Value, lay: tuple, dots: dict, threads: int, numel: int | N
     if lay[0] in (MMA, SLICE, OPERAND) and dots[lay[1]][0] != "fma":
         _, wm, wn = dots[lay[1]]
         if lay[0] == MMA:
-            return _ceil(mma_tile_regs(v.shape[0], v.shape[1], wm, wn) * b, 4)
+            return ceil_div(mma_tile_regs(v.shape[0], v.shape[1], wm, wn) * b, 4)
         if lay[0] == OPERAND:
-            return _ceil(v.shape[0], MMA_ROWS * wm) * _ceil(v.shape[1], 16) * 4 * b // 2
+            return ceil_div(v.shape[0], MMA_ROWS * wm) * ceil_div(v.shape[1], 16) * 4 * b // 2
         n = max(v.shape)
-        per = _ceil(n, MMA_ROWS * wm) if lay[2] == 1 else _ceil(n, MMA_COLS * wn)
-        return _ceil(per * 2 * b, 4)
+        per = ceil_div(n, MMA_ROWS * wm) if lay[2] == 1 else ceil_div(n, MMA_COLS * wn)
+        return ceil_div(per * 2 * b, 4)
     if lay[0] == BSLICE:        # a row (column) vector of a blocked tile: its rows per thread
-        return _ceil(blocked_split(lay[1], ir.DTYPE_BYTES[lay[2]], threads // 32)[1 - lay[3]] * b, 4)
+        return ceil_div(blocked_split(lay[1], ir.DTYPE_BYTES[lay[2]], threads // 32)[1 - lay[3]] * b, 4)
     if len(v.shape) == 2 and numel is None:
         r, c = blocked_split(v.shape, b, threads // 32)
-        return max(1, _ceil(r * c * b, 4))
-    return max(1, _ceil((v.numel if numel is None else numel) * b, 4 * threads))
+        return max(1, ceil_div(r * c * b, 4))
+    return max(1, ceil_div((v.numel if numel is None else numel) * b, 4 * threads))
 
 
 def blocked_split(shape: tuple, nbytes: int, num_warps: int) -> tuple:
@@ -300,4 +300,4 @@ def blocked_split(shape: tuple, nbytes: int, num_warps: int) -> tuple:
     tr = 32 // tc
     wr = max(1, min(num_warps, rows // tr))
     wc = max(1, num_warps // wr)
-    return _ceil(rows, tr * wr), _ceil(cols, tc * vec * wc) * vec
+    return ceil_div(rows, tr * wr), ceil_div(cols, tc * vec * wc) * vec
