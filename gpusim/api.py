@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from . import precheck
 from .backends import numpy_exec
@@ -11,12 +12,30 @@ from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
-from .hardware import GPUConfig, load_gpu
+from .hardware import CONFIG_DIR, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
 AUTO_CHECK_MAX_ELEMS = 1 << 22
+
+
+_CONFIGS: dict = {}    # (resolved path, mtime, size) -> GPUConfig: a YAML parse costs ~0.1-0.3 s per call
+
+
+def _load_gpu(gpu: str) -> GPUConfig:
+    """``load_gpu(gpu)``, parsed once per file version (the simulator never modifies a config)."""
+    p = Path(gpu) if isinstance(gpu, Path) or str(gpu).endswith((".yaml", ".yml")) or "/" in str(gpu) \
+        else CONFIG_DIR / f"{gpu}.yaml"
+    try:
+        st = p.stat()
+    except OSError:
+        return load_gpu(gpu)            # its own error message
+    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    cfg = _CONFIGS.get(key)
+    if cfg is None:
+        cfg = _CONFIGS[key] = load_gpu(gpu)
+    return cfg
 
 
 def _addresses(workload: ir.Workload) -> dict:
@@ -159,7 +178,7 @@ def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto
     """
     _check_arg(check)
     precheck.check_options(check, fidelity, max_work)
-    cfg = gpu if isinstance(gpu, GPUConfig) else load_gpu(gpu)
+    cfg = gpu if isinstance(gpu, GPUConfig) else _load_gpu(gpu)
     k = resolve_kernel(kernel)
     p = k.resolve(params)
     try:
