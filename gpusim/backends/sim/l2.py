@@ -237,6 +237,7 @@ class L2Cache:
         self.ready = self.meta_f[:, :, READY]
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
+        self._miss_cap = self._miss_slots.shape[0]
         self._pending = 0
         self.missed_sectors = 0     # of the last ``access``: sectors asked for and absent,
         self.fetched_sectors = 0    # sectors it fetched (whole fetch blocks)
@@ -273,8 +274,9 @@ class L2Cache:
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
         slots = self._miss_slots
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
-        if most > slots.shape[0]:
+        if most > self._miss_cap:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
+            self._miss_cap = slots.shape[0]
         hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
             self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
             self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
