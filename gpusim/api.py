@@ -12,7 +12,7 @@ from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
-from .hardware import CONFIG_DIR, GPUConfig, load_gpu
+from .hardware import CONFIG_DIR, GPUConfig, _looks_like_path, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
@@ -20,18 +20,16 @@ AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a 
 AUTO_CHECK_MAX_ELEMS = 1 << 22
 
 
-_CONFIGS: dict = {}    # (resolved path, mtime, size) -> GPUConfig: a YAML parse costs ~0.1-0.3 s per call
+_CONFIGS: dict = {}    # (path, its bytes) -> GPUConfig: a YAML parse costs ~0.1-0.3 s per call
 
 
 def _load_gpu(gpu: str) -> GPUConfig:
-    """``load_gpu(gpu)``, parsed once per file version (the simulator never modifies a config)."""
-    p = Path(gpu) if isinstance(gpu, Path) or str(gpu).endswith((".yaml", ".yml")) or "/" in str(gpu) \
-        else CONFIG_DIR / f"{gpu}.yaml"
+    """``load_gpu(gpu)``, parsed once per file content (the simulator never modifies a config)."""
+    p = Path(gpu) if _looks_like_path(gpu) else CONFIG_DIR / f"{gpu}.yaml"
     try:
-        st = p.stat()
+        key = (str(p), p.read_bytes())
     except OSError:
         return load_gpu(gpu)            # its own error message
-    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
     cfg = _CONFIGS.get(key)
     if cfg is None:
         cfg = _CONFIGS[key] = load_gpu(gpu)
