@@ -12,7 +12,7 @@ from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
-from .hardware import CONFIG_DIR, GPUConfig, _looks_like_path, load_gpu
+from .hardware import CONFIG_DIR, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
@@ -25,7 +25,9 @@ _CONFIGS: dict = {}    # (path, its bytes) -> GPUConfig: a YAML parse costs ~0.1
 
 def _load_gpu(gpu: str) -> GPUConfig:
     """``load_gpu(gpu)``, parsed once per file content (the simulator never modifies a config)."""
-    p = Path(gpu) if _looks_like_path(gpu) else CONFIG_DIR / f"{gpu}.yaml"
+    s = str(gpu)        # resolved as load_gpu resolves it: a path, else configs/NAME.yaml
+    p = Path(gpu) if isinstance(gpu, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s \
+        else CONFIG_DIR / f"{gpu}.yaml"
     try:
         key = (str(p), p.read_bytes())
     except OSError:
