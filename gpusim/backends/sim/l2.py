@@ -112,9 +112,13 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             if w >= 0:
                 m = sb + w * META
                 meta[U(m + STAMP)] = clk
-                have = meta[U(m + OWNER)] >> MASK_SHIFT
+                owner = meta[U(m + OWNER)]
+                have = owner >> MASK_SHIFT
                 rd = meta_f[U(m + READY)]
                 latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
+                if need & ~have == 0:       # a hit (the common case, without _fetch): new owner, same sectors
+                    meta[U(m + OWNER)] = who | (owner - (owner & WHO_MASK))
+                    continue
                 need, lack = _fetch(have, need, group, full)     # to fetch; asked for and absent
                 meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
                 if need == 0:               # a hit
