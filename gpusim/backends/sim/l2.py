@@ -114,15 +114,12 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
                 meta[U(m + STAMP)] = clk
                 owner = meta[U(m + OWNER)]
                 have = owner >> MASK_SHIFT
-                rd = meta_f[U(m + READY)]
-                latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
+                latest_ready = max(latest_ready, meta_f[U(m + READY)])    # ready times are never NaN
                 if need & ~have == 0:       # a hit (the common case, without _fetch): new owner, same sectors
                     meta[U(m + OWNER)] = who | (owner - (owner & WHO_MASK))
                     continue
-                need, lack = _fetch(have, need, group, full)     # to fetch; asked for and absent
+                need, lack = _fetch(have, need, group, full)     # to fetch (not 0: lack is in it); asked for and absent
                 meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
-                if need == 0:               # a hit
-                    continue
             else:
                 need, lack = _fetch(0, need, group, full)
                 m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
