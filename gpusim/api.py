@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from . import intervals, precheck
 from .backends import numpy_exec
@@ -12,12 +13,30 @@ from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
-from .hardware import GPUConfig, load_gpu
+from .hardware import CONFIG_DIR, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
 AUTO_CHECK_MAX_ELEMS = 1 << 22
+
+
+_CONFIGS: dict = {}    # (path, its bytes) -> GPUConfig: a YAML parse costs ~0.1-0.3 s per call
+
+
+def _load_gpu(gpu: str) -> GPUConfig:
+    """``load_gpu(gpu)``, parsed once per file content (the simulator never modifies a config)."""
+    s = str(gpu)        # resolved as load_gpu resolves it: a path, else configs/NAME.yaml
+    p = Path(gpu) if isinstance(gpu, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s \
+        else CONFIG_DIR / f"{gpu}.yaml"
+    try:
+        key = (str(p), p.read_bytes())
+    except OSError:
+        return load_gpu(gpu)            # its own error message
+    cfg = _CONFIGS.get(key)
+    if cfg is None:
+        cfg = _CONFIGS[key] = load_gpu(gpu)
+    return cfg
 
 
 def _addresses(workload: ir.Workload) -> dict:
@@ -163,7 +182,7 @@ def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto
     """
     _check_arg(check)
     precheck.check_options(check, fidelity, max_work)
-    cfg = gpu if isinstance(gpu, GPUConfig) else load_gpu(gpu)
+    cfg = gpu if isinstance(gpu, GPUConfig) else _load_gpu(gpu)
     k = resolve_kernel(kernel)
     p = k.resolve(params)
     try:

@@ -139,7 +139,8 @@ def test_gpu_yaml_not_a_config(tmp_path, capsys, content, needle):
     p = tmp_path / "bad.yaml"
     p.write_text(f"kernel: attention_flash\ngpu: {g}\n")
     line = _one_line_exit_2(capsys, ["run", str(p), "--no-plots"], ["mygpu.yaml", needle])
-    assert len(line) < 300
+    # bounded whatever the temporary directory's name (longer under pytest -n: .../popen-gw1/...)
+    assert len(line.replace(str(tmp_path), "<tmp>")) < 200
 
 
 def test_gpu_path_is_a_directory(tmp_path, capsys):

@@ -179,7 +179,8 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
                     "config_hashes": sc.config_hashes, "gpu_override_fields": sc.gpu_override_fields,
                     "points": len(sc.points), "computed": computed, "status_counts": counts,
                     "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
-                    "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "wall_times": wall_times(rows)}
         atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
         return rows, krows
 
@@ -247,10 +248,20 @@ def collect(sc, records: dict, keys: list) -> tuple:
     return rows, krows
 
 
+WALL_COLUMNS = ("sim_wall_s",)     # wall times: in the manifest, so that results.csv is the same on every run
+
+
 def result_columns(sc) -> list:
-    """results.csv's columns: gpu, kernel, the parameters, the metrics, then gpu_overrides if any."""
-    return ["gpu", "kernel"] + sc.param_names + list(METRIC_COLUMNS) + (
+    """results.csv's columns: gpu, kernel, the parameters, the metrics (less the wall times, which
+    go to the manifest: ``wall_times``), then gpu_overrides if any."""
+    return ["gpu", "kernel"] + sc.param_names + [c for c in METRIC_COLUMNS if c not in WALL_COLUMNS] + (
         ["gpu_overrides"] if sc.gpu_override_fields else [])
+
+
+def wall_times(rows: list) -> dict:
+    """The manifest's wall times: each row's (results.csv order) and their sum, in seconds."""
+    per = {c: [r.get(c, "") for r in rows] for c in WALL_COLUMNS}
+    return {**per, **{f"{c}_total": round(sum(x for x in v if isinstance(x, (int, float))), 4) for c, v in per.items()}}
 
 
 def write_csvs(out: Path, sc, rows: list, krows: list):

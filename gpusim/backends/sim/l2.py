@@ -112,13 +112,14 @@ def _access(hint, meta, meta_f, clock, miss_slots, base, nrows, pitch, row_bytes
             if w >= 0:
                 m = sb + w * META
                 meta[U(m + STAMP)] = clk
-                have = meta[U(m + OWNER)] >> MASK_SHIFT
-                rd = meta_f[U(m + READY)]
-                latest_ready = rd if rd > latest_ready else latest_ready   # branch-free
-                need, lack = _fetch(have, need, group, full)     # to fetch; asked for and absent
-                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
-                if need == 0:               # a hit
+                owner = meta[U(m + OWNER)]
+                have = owner >> MASK_SHIFT
+                latest_ready = max(latest_ready, meta_f[U(m + READY)])    # ready times are never NaN
+                if need & ~have == 0:       # a hit (the common case, without _fetch): new owner, same sectors
+                    meta[U(m + OWNER)] = who | (owner - (owner & WHO_MASK))
                     continue
+                need, lack = _fetch(have, need, group, full)     # to fetch (not 0: lack is in it); asked for and absent
+                meta[U(m + OWNER)] = who | ((have | need) << MASK_SHIFT)
             else:
                 need, lack = _fetch(0, need, group, full)
                 m = _allocate(meta, sb, ways, line, clk, who | (need << MASK_SHIFT))
@@ -237,6 +238,7 @@ class L2Cache:
         self.ready = self.meta_f[:, :, READY]
         self.clock = np.zeros(1, dtype=np.int64)
         self._miss_slots = np.zeros(1 << 16, dtype=np.int64)   # grown by ``access`` when a tile needs more
+        self._miss_cap = self._miss_slots.shape[0]
         self._pending = 0
         self.missed_sectors = 0     # of the last ``access``: sectors asked for and absent,
         self.fetched_sectors = 0    # sectors it fetched (whole fetch blocks)
@@ -273,8 +275,9 @@ class L2Cache:
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
         slots = self._miss_slots
         most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
-        if most > slots.shape[0]:
+        if most > self._miss_cap:
             slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
+            self._miss_cap = slots.shape[0]
         hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
             self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
             self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)

@@ -223,7 +223,10 @@ class MemoryPath:
         ch.busy += dur
         if t > ready:
             ready = t
-        extra = self.request_extra((hits + misses) // nrep, misses > 0)
+        rkey = ((hits + misses) // nrep, misses > 0)
+        extra = self.req_extra.get(rkey)      # self.request_extra, inlined
+        if extra is None:
+            extra = self.request_extra(*rkey)
         lat = self.l2_latency + (0.0 if misses else extra)
         ready += lat
         if misses:
