@@ -1,7 +1,7 @@
 """The timing model: CTAs on SMs, per-SM pipes, a shared L2 and a shared HBM channel.
 
-A discrete-event simulation: each resident CTA slot is a process (a generator that yields
-how long it waits; ``run_processes`` runs them in time order, as SimPy would) that
+A discrete-event simulation (SimPy): each resident CTA slot is a process (a generator that yields
+how long it waits; ``run_processes`` runs them on a SimPy environment) that
 walks its CTAs' step lists (``steps.py``). Compute steps hold a pipe of their SM (tensor, or the
 SIMT pair vector+special-function) for the cycles ``cost.py`` gives; a busy pipe makes the next
 CTA wait (FIFO). Loads are asynchronous: a pipelined loop issues the loads of iteration
@@ -16,9 +16,10 @@ in the tests; ``fidelity="full"`` turns them off. A launch's outcome is a ``Laun
 """
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import replace
+
+import simpy
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
@@ -411,20 +412,32 @@ class LaunchSim:
 
 
 def run_processes(sim, procs) -> None:
-    """Run the CTA-slot processes: each is a generator that yields how long it waits; ``sim.now``
-    follows the clock. Events fire in (time, order scheduled) order, as SimPy orders simultaneous
-    events (FIFO): every process starts, in order, before the first wake-up it schedules fires. A
-    plain heap does what a SimPy environment with one pending timeout per process did, without
-    its per-event overhead."""
-    heap = [(0.0, k, p.__next__) for k, p in enumerate(procs)]
-    eid = len(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        now, _, nxt = pop(heap)
-        sim.now = now
-        try:
-            delay = nxt()
-        except StopIteration:
-            continue
-        push(heap, (now + delay, eid, nxt))
-        eid += 1
+    """Run the CTA-slot processes on a SimPy environment: each is a generator that yields how long it
+    waits and is resumed by a callback on a SimPy timeout (lighter than a ``simpy.Process``, same
+    order of events); ``sim.now`` follows the environment's clock. SimPy orders simultaneous events
+    FIFO: every process starts, in order, before the first timeout it schedules fires.
+    Each process has one pending wake-up at a time, so it re-schedules its own (triggered) event
+    instead of building a timeout per wait: the same queue entry (time, NORMAL, next id) a timeout gets."""
+    env = simpy.Environment()
+    schedule = env.schedule
+    normal = simpy.events.NORMAL
+
+    def driver(gen, wake):
+        nxt = gen.__next__
+
+        def resume(_event):
+            sim.now = env.now
+            try:
+                delay = nxt()
+            except StopIteration:
+                return
+            wake.callbacks = cbs
+            schedule(wake, normal, delay)
+        cbs = [resume]
+        return resume
+
+    for p in procs:
+        start = env.event()
+        start.callbacks.append(driver(p, start))
+        start.succeed()
+    env.run()

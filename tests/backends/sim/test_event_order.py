@@ -1,4 +1,4 @@
-"""The engine's event loop (``engine.run_processes``, a plain heap) wakes processes in the order a
+"""The engine's event loop (``engine.run_processes``, on a SimPy environment) wakes processes in the order a
 SimPy environment does: by time, then FIFO in the order the wake-ups were scheduled."""
 import random
 
