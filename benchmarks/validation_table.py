@@ -5,7 +5,7 @@ tile sweep the Spearman rank correlation, how far the predicted-best config is f
 best, and whether the pick spills registers. Then the whole set, and the held-out set apart.
 
 usage: python benchmarks/validation_table.py [--gpu configs/h200.yaml] [--jobs 2] [--json OUT]
-       [DIR ...]        (default: docs/validation/h200/val_* and docs/validation/h200/heldout/val_*)
+       [DIR ...]        (default: data/h200/val_* and data/h200/heldout/val_*)
 Set GPUSIM_RESOURCES=compiled (triton installed) or estimated to choose where registers and the
 instruction mix come from.
 """
@@ -38,18 +38,18 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write the per-scenario summary here")
     args = ap.parse_args(argv)
-    rec = ROOT / "docs" / "validation" / "h200"
+    rec = ROOT / "data" / "h200"
     dirs = [Path(d) for d in args.dirs] or sorted(rec.glob("val_*")) + sorted(rec.glob("heldout/val_*"))
     out, pooled = {}, {"recorded": [], "heldout": []}
     print(f"{'scenario':32s} {'n':>4s} {'median%':>8s} {'p90%':>6s} {'signed%':>8s}  sweeps (spearman / pick loss %)")
     notes = set()
     for d in dirs:
         t0 = time.time()
-        note = compiler_mismatch(load_validation(d / "validation.json"))
+        note = compiler_mismatch(load_validation(d))
         if note and note not in notes:
             notes.add(note)
             print(note, flush=True)
-        rows = resimulate(d / "validation.json", args.gpu, jobs=args.jobs)
+        rows = resimulate(d, args.gpu, jobs=args.jobs)
         s = analyze(rows)
         pt = s["time_error"]["point"]
         groups = [(g.get("spearman"), g.get("sim_pick_loss_pct")) for g in s.get("tile_groups", [])

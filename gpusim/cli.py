@@ -239,9 +239,10 @@ def _cmd_validate(args):
         if extra:
             raise UsageError(f"validate {modes[0]}: {', '.join(extra)} only apply when measuring a SCENARIO")
     if args.reanalyze:
-        src = Path(args.reanalyze)
-        if not (src / "validation.json" if src.is_dir() else src).is_file():
-            raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json there "
+        from .hw.validate.rows import validation_file
+
+        if validation_file(args.reanalyze) is None:
+            raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
