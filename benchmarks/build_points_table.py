@@ -24,7 +24,7 @@ from gpusim.hw.validate.rows import load_rows, load_validation, rows_from_json, 
 COLUMNS = ["scenario", "set", "round", "point", "kernel", "params", "dtype", "num_warps", "num_stages", "group",
            "gpu", "device", "measured_us", "measured_spread_pct", "timing_method", "triton", "torch", "cuda",
            "recorded_at", "status", "check", "max_rel_err", "tolerance", "recorded_predicted_us",
-           "stored_predicted_us", "stored_error_pct", "stored_prediction_view", "stored_prediction_model",
+           "recorded_sim_seconds", "stored_predicted_us", "stored_error_pct", "stored_prediction_view", "stored_prediction_model",
            "stored_prediction_commit", "stored_prediction_date"]
 TIMING = "triton.testing.do_bench median (warmup 25 ms, rep 100 ms), median over seeds"
 
@@ -65,7 +65,7 @@ def scenario_rows(d: Path, name: str, prov: dict) -> list:
             "recorded_at": data.get("started"), "status": p.get("status"), "check": p.get("check"),
             "max_rel_err": p.get("max_rel_err"), "tolerance": p.get("tolerance"),
             "recorded_predicted_us": (p.get("predicted") or {}).get("total_us"),
-            "stored_predicted_us": sp,
+            "recorded_sim_seconds": (p.get("predicted") or {}).get("sim_seconds"), "stored_predicted_us": sp,
             "stored_error_pct": (100.0 * (sp - meas) / meas) if sp and meas else None,
             **{k: prov.get(k) for k in ("stored_prediction_view", "stored_prediction_model",
                                         "stored_prediction_commit", "stored_prediction_date")}})
