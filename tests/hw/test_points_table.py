@@ -48,3 +48,16 @@ def test_scenario_rows_rebuild_the_stored_rows():
     assert len(rebuilt) == len(stored) > 0
     for c in ("measured_us", "stored_predicted_us", "max_rel_err"):
         assert ((rebuilt[c] - stored[c]).abs() <= 1e-5 * stored[c].abs()).all(), c
+
+
+def test_headline_table_counts_every_recorded_and_held_out_point():
+    spec = importlib.util.spec_from_file_location("headline_table", ROOT / "benchmarks" / "headline_table.py")
+    headline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headline)
+    df = pd.read_csv(TABLE)
+    text = headline.markdown(df, "estimated")
+    est = df[(df["set"] != "micro") & (df["stored_prediction_view"] == "estimated") & (df["status"] == "ok")]
+    for tag in ("recorded", "heldout"):
+        n = est[(est["set"] == tag)].dropna(subset=["stored_error_pct"]).shape[0]
+        assert f"| {tag} | **all** | {n} |" in text
+    assert text in (ROOT / "docs" / "validation.md").read_text()      # the docs show this output
