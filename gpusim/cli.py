@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulator worker processes (default: all cores but one or two; 1 predicts in this "
                         "process)")
     v.add_argument("--reanalyze", metavar="DIR",
-                   help="recompute the report of DIR/validation.json (a saved run) instead of measuring")
+                   help="recompute the report of DIR/validation.json or .json.gz (a saved run) instead of measuring")
     v.add_argument("--ncu-points", metavar="FILE",
                    help="internal, what ncu profiles: run each point listed in FILE (or inline JSON) once")
     v.set_defaults(fn=_cmd_validate)
