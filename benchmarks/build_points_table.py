@@ -3,7 +3,9 @@
 One row per recorded point, from every ``data/h200/**/validation.json.gz`` (the recorded scenarios
 ``val_*``, the held-out ``heldout/val_*`` and the microbenchmarks ``micro/val_*``), with the
 prediction stored when the scenario was last re-baselined (``validation.csv.gz`` beside it) and
-where that prediction came from (``data/h200/provenance.json``: round, commit, model, resources view).
+where that prediction came from (``data/h200/provenance.json``: round, commit, model, resources view;
+derived once from git history when the records left docs/validation/h200: the commit that added
+each validation.json, the last one that rewrote its validation.csv, and that commit's message).
 
 usage: python benchmarks/build_points_table.py [--root data/h200] [--out data/h200_points.csv.gz]
 """
