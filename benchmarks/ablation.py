@@ -31,7 +31,7 @@ from gpusim.hardware import GPUConfig, load_gpu  # noqa: E402
 from gpusim.hw.validate.predict import simulate_point  # noqa: E402
 from gpusim.hw.validate.rows import build_rows, load_validation  # noqa: E402
 
-RECORDED = ROOT / "docs" / "validation" / "h200"
+RECORDED = ROOT / "data" / "h200"
 
 # mechanism -> the config fields that switch it off (their ideal values); "resources" is the
 # compiler's view, switched off by timing with the analytic estimate
@@ -74,7 +74,7 @@ def sample(dirs: list, per_dir: int) -> list:
     """[(set, dir name, data, [point records])]: every ``per_dir``-th point of each directory."""
     out = []
     for d in dirs:
-        data = load_validation(d / "validation.json")
+        data = load_validation(d)
         recs = [r for r in data["points"] if r.get("status") == "ok" and r.get("measured")]
         out.append(("heldout" if d.parent.name == "heldout" else "recorded", d.name, data, recs[::per_dir]))
     return out

@@ -1,7 +1,7 @@
 """The power model judged on kernels whose SM clock was measured but never fitted: each point of
 benchmarks/ncu_probe_round6.yaml is predicted on configs/h200.yaml and its predicted clock and
 power are printed beside the clock nvidia-smi read inside a long do_bench on the H200
-(docs/validation/h200/micro/clock_probe.json, written by benchmarks/clock_probe.py).
+(data/h200/micro/clock_probe.json, written by benchmarks/clock_probe.py).
 
 usage: GPUSIM_RESOURCES=compiled python benchmarks/clock_check.py   (triton 3.6 installed, as measured)
 """
@@ -23,7 +23,7 @@ from gpusim.hardware import load_gpu  # noqa: E402
 
 def main() -> int:
     cfg = load_gpu(ROOT / "configs" / "h200.yaml")
-    meas = {c["label"]: c for c in json.loads((ROOT / "docs/validation/h200/micro/clock_probe.json").read_text())["cases"]}
+    meas = {c["label"]: c for c in json.loads((ROOT / "data/h200/micro/clock_probe.json").read_text())["cases"]}
     print(f"{'kernel':48s} {'pred MHz':>8s} {'pred W':>7s} {'meas MHz':>8s} {'meas W':>7s} {'clock err':>9s} "
           f"{'at 1980':>8s} {'time err':>8s}")
     errs, flat = [], []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import math
 import re
@@ -37,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpusim import intervals  # noqa: E402
+from gpusim.hw.validate.rows import load_validation  # noqa: E402
 
-DATA_DIR = ROOT / "docs" / "validation" / "h200"      # the recorded validations (repoint here if moved)
+DATA_DIR = ROOT / "data" / "h200"      # the recorded validations
 OUT = ROOT / "gpusim" / "data" / "intervals.json"
 COVERAGE = 0.90
 MIN_GUARANTEE = 0.85     # a group's interval must cover a new point of it with at least this probability,
@@ -64,9 +66,9 @@ def load_records(data_dir: Path = DATA_DIR) -> list:
     and predicted DRAM bytes. The one place that reads the recorded files."""
     out = []
     for set_, d in validation_dirs(data_dir):
-        meta = json.loads((d / "validation.json").read_text())
+        meta = load_validation(d)
         points = {p["index"]: p for p in meta["points"]}
-        with open(d / "validation.csv", newline="") as f:
+        with gzip.open(d / "validation.csv.gz", "rt", newline="") as f:
             table = [r for r in csv.DictReader(f) if r["status"] == "ok"]
         rows = [r for r in table if r["scope"] == "point"]
         for r in rows:
@@ -267,7 +269,7 @@ def main(argv=None) -> int:
         return 0
     table = fit(rows)
     table["fitted_on"] = {"points": len(rows), "rounds": f"1-{max(r['round'] for r in rows)}",
-                          "source": "docs/validation/h200 (recorded, heldout, micro)"}
+                          "source": "data/h200 (recorded, heldout, micro)"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {args.out}: {len(table['groups'])} groups from {len(rows)} points; splits {table['splits']}")

@@ -172,7 +172,7 @@ def fit(rows: list) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--micro-dir", default=os.path.join(ROOT, "docs", "validation", "h200", "micro"))
+    ap.add_argument("--micro-dir", default=os.path.join(ROOT, "data", "h200", "micro"))
     ap.add_argument("--json", help="write the fitted latencies and per-row errors here")
     ap.add_argument("--check", help="instead of fitting, predict the held-out chains of this micro_fidelity.py "
                                     "chains JSON with the latencies of --gpu")

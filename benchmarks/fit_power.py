@@ -1,4 +1,4 @@
-"""The power model's fields from the clock microbenchmarks (docs/validation/h200/micro/clock_probe.json,
+"""The power model's fields from the clock microbenchmarks (data/h200/micro/clock_probe.json,
 written by benchmarks/clock_probe.py on a machine with an H200): each energy comes from the one
 microbenchmark that does mostly that activity, after taking off the idle power and what its other
 activity costs (backends/sim/power.py says how the model uses them).
@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from gpusim.backends.sim.cost import SIMT_CLASS, simt_rate  # noqa: E402,F401
 from gpusim.hardware import load_gpu  # noqa: E402
 
-PROBE = ROOT / "docs" / "validation" / "h200" / "micro" / "clock_probe_micro.json"
-MEASURED = ROOT / "docs" / "validation" / "h200" / "h200-measured.json"     # the calibration's raw numbers
+PROBE = ROOT / "data" / "h200" / "micro" / "clock_probe_micro.json"
+MEASURED = ROOT / "data" / "h200" / "h200-measured.json"     # the calibration's raw numbers
 MIB = 1 << 20
 
 

@@ -23,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpusim.hardware import load_gpu  # noqa: E402
+from gpusim.hw.validate.rows import load_validation  # noqa: E402
 
-MICRO = ROOT / "docs" / "validation" / "h200" / "micro"
+MICRO = ROOT / "data" / "h200" / "micro"
 
 
 def points(name: str) -> list:
-    data = json.loads((MICRO / name / "validation.json").read_text())
+    data = load_validation(MICRO / name)
     out = []
     for r in data["points"]:
         m = r.get("measured") or {}

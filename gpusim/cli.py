@@ -239,9 +239,10 @@ def _cmd_validate(args):
         if extra:
             raise UsageError(f"validate {modes[0]}: {', '.join(extra)} only apply when measuring a SCENARIO")
     if args.reanalyze:
-        src = Path(args.reanalyze)
-        if not (src / "validation.json" if src.is_dir() else src).is_file():
-            raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json there "
+        from .hw.validate.rows import validation_file
+
+        if validation_file(args.reanalyze) is None:
+            raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
@@ -338,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulator worker processes (default: all cores but one or two; 1 predicts in this "
                         "process)")
     v.add_argument("--reanalyze", metavar="DIR",
-                   help="recompute the report of DIR/validation.json (a saved run) instead of measuring")
+                   help="recompute the report of DIR/validation.json or .json.gz (a saved run) instead of measuring")
     v.add_argument("--ncu-points", metavar="FILE",
                    help="internal, what ncu profiles: run each point listed in FILE (or inline JSON) once")
     v.set_defaults(fn=_cmd_validate)

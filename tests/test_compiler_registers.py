@@ -16,7 +16,7 @@ from gpusim.dsl import ir
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "tests" / "data" / "compiled_resources_sm90.json"
-H200 = ROOT / "docs" / "validation" / "h200" / "micro" / "compiled_resources_h200.json"
+H200 = ROOT / "data" / "h200" / "micro" / "compiled_resources_h200.json"
 MAX_REGS = 255      # ptxas's per-thread cap on sm_90: an estimate above it means "spills"
 
 

@@ -1,5 +1,5 @@
 """The power model's fields in configs/h200.yaml are what benchmarks/fit_power.py fits from the
-recorded clock microbenchmarks (docs/validation/h200/micro/clock_probe_micro.json), and h100
+recorded clock microbenchmarks (data/h200/micro/clock_probe_micro.json), and h100
 carries the same (derived), while the a100 configs have none."""
 import importlib.util
 import json

@@ -178,7 +178,7 @@ def port_width(tensor: ir.TensorArg, tile_shape: tuple) -> int:
     of 16 bytes, the pointer aligned), Triton keeps the 16-byte-per-thread layout and splits each
     thread's vector into element-wide accesses: every warp access then touches the sixteen sectors
     of 512 bytes for 64 or 128 bytes of data, and the stores reach the L2 as partial sectors. ncu
-    on the H200 (docs/validation/h200/micro/ncu_probe_round7b.json): the fused elementwise kernel at
+    on the H200 (data/h200/micro/ncu_probe_round7b.json): the fused elementwise kernel at
     an odd length, 16 L1 sectors per global load request and 5.7 times the data's sectors written to
     the L2; a softmax over 9999-element rows, 2.9 sectors per request. So the measured narrow rate
     (``scalar_access_per_clk_per_sm``, from such a copy) applies to the mask-limited case only."""

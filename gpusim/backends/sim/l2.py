@@ -10,7 +10,7 @@ line address (real L2s hash addresses too), so strided tiles spread over all set
 Sectors: a line's tag covers the whole line, but a miss fetches only the 32-byte sectors the
 request asks for, and each cached line records which of its sectors are present. A request that
 finds the tag but not all the sectors it needs misses those sectors (and only those cost DRAM
-bytes). Measured on an H200 (``docs/validation/h200/micro/ncu_probe_round8.json``, the
+bytes). Measured on an H200 (``data/h200/micro/ncu_probe_round8.json``, the
 ``stream_cols`` kernel, which reads the two 64-byte halves of each line in consecutive loop
 iterations): 1,032 L2 sector lookup hits out of 4.33 M sector lookups
 (``lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum`` / ``_lookup_miss.sum``), and DRAM reads of
@@ -20,7 +20,7 @@ line is a miss, not a hit, and DRAM traffic is counted per missed sector.
 Fetch blocks: a miss fetches the aligned block of ``fetch_bytes`` around each missed sector (64 on
 the H200: a 32-byte miss brings its neighbour sector too). ncu on the ``stream_cols`` kernel at
 32-byte tile rows, which reads the four sectors of each line in four consecutive iterations
-(``docs/validation/h200/micro/ncu_probe_round9.json``): 4,096 of 8,208 sector lookups hit, every
+(``data/h200/micro/ncu_probe_round9.json``): 4,096 of 8,208 sector lookups hit, every
 second one, while at 64-byte rows none do, and DRAM reads stay equal to the bytes asked for (the
 neighbour is used). Pointer chains over the four sectors of each line in turn
 (``micro_round10b.json`` sectorpitch "sequential") take the mean of a miss and an L2 hit per hop.

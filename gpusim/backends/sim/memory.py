@@ -199,7 +199,7 @@ class MemoryPath:
         hits, misses, hit_ready = l2.access(base, rows, pitch, row_bytes, now, who)
         # the L2 is sectored: a miss fetches the blocks of the 32-byte sectors the tile's rows cover
         # (l2.py), so DRAM reads are those sectors' bytes, and a tile whose rows cover part of a
-        # line misses the rest on its next access (ncu: docs/validation/h200/micro/ncu_probe_round8.json)
+        # line misses the rest on its next access (ncu: data/h200/micro/ncu_probe_round8.json)
         sectors = l2.sectors
         miss_bytes = l2.fetched_sectors * SECTOR_BYTES
         c = self.counters

@@ -7,6 +7,7 @@ sweep grouping (``group_key``), CSV writing and reading, and loading a saved ``v
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -157,8 +158,9 @@ def to_number(v, numeric: bool):
 
 
 def load_rows(csv_path) -> list:
-    """Rows of a saved validation.csv, numbers as floats (empty cells as None)."""
-    with open(csv_path, newline="") as f:
+    """Rows of a saved validation.csv (or .csv.gz), numbers as floats (empty cells as None)."""
+    opener = gzip.open if str(csv_path).endswith(".gz") else open
+    with opener(csv_path, "rt", newline="") as f:
         return [{k: to_number(v, k in NUMERIC_COLUMNS) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
@@ -167,11 +169,21 @@ def num(r, k):
     return to_number(r.get(k), True)
 
 
-def load_validation(path) -> dict:
+def validation_file(path) -> Path | None:
+    """The saved validation of ``path``: the file itself, or a directory's ``validation.json`` or
+    ``validation.json.gz`` (recorded data is stored compressed); None when there is none."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "validation.json"
-    return json.loads(p.read_text())
+    if p.is_file():
+        return p
+    return next((q for q in (p / "validation.json", p / "validation.json.gz") if q.is_file()), None)
+
+
+def load_validation(path) -> dict:
+    p = validation_file(path)
+    if p is None:
+        raise FileNotFoundError(f"{path}: no validation.json or validation.json.gz")
+    text = gzip.decompress(p.read_bytes()).decode() if p.suffix == ".gz" else p.read_text()
+    return json.loads(text)
 
 
 def rows_from_json(validation_json_path) -> list:

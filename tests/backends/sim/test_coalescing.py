@@ -1,7 +1,7 @@
 """The L2 request coalescer (round 11, docs/validation.md): requests from several SMs for the same
 lines at once are merged on the way to the L2 slices, which then read only a fraction of the
 sectors the SMs receive. Measured by ncu on ``benchmarks/micro_fidelity.py coalescek``
-(``docs/validation/h200/micro/micro_coalescek.json``, ``ncu_coalescek*.csv``): at one CTA per SM
+(``data/h200/micro/micro_coalescek.json``, ``ncu_coalescek*.csv``): at one CTA per SM
 two sharers leave 57% of the sectors to the slices, 132 leave 30%; at two CTAs per SM 92% and 68%.
 """
 import json
@@ -19,7 +19,7 @@ from gpusim.dsl import ir
 from gpusim.hardware import ConfigError, load_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
-MICRO = ROOT / "docs" / "validation" / "h200" / "micro"
+MICRO = ROOT / "data" / "h200" / "micro"
 TABLE = {1: {4096: {1: 1.0, 2: 0.8, 4: 0.6}, 16384: {1: 1.0, 2: 0.6, 4: 0.4}},
          2: {4096: {1: 1.0, 2: 0.9, 4: 0.8}}}
 

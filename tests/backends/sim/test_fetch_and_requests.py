@@ -2,7 +2,7 @@
 
 * the L2 fetches 64-byte blocks: a 32-byte read miss brings its neighbour sector too, so a tile of
   32-byte rows walking along its rows finds every second sector present (ncu on the H200:
-  4,096 of 8,208 sector lookups hit, ``docs/validation/h200/micro/ncu_probe_round9.json``);
+  4,096 of 8,208 sector lookups hit, ``data/h200/micro/ncu_probe_round9.json``);
 * a tile's round trip grows with the lines it asks for at once (pointer chains on the H200:
   one line 706 cycles, 16 lines 866, 256 lines 1561; ``micro_round10d.json``, ``micro_round10e.json``).
 """
@@ -18,7 +18,7 @@ from gpusim.backends.sim.l2 import L2Cache
 from gpusim.hardware import load_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
-MICRO = ROOT / "docs" / "validation" / "h200" / "micro"
+MICRO = ROOT / "data" / "h200" / "micro"
 STREAM = "benchmarks/kernels/stream_cols.py:stream_cols"
 
 

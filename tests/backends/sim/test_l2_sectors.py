@@ -2,7 +2,7 @@
 
 A miss fetches only the sectors a request asks for, so the other half of a line read earlier is
 a miss, not a hit, and costs its own DRAM bytes. Measured on an H200 with Nsight Compute
-(docs/validation/h200/micro/ncu_probe_round8.json): the stream_cols kernel, which reads the two
+(data/h200/micro/ncu_probe_round8.json): the stream_cols kernel, which reads the two
 64-byte halves of each line in consecutive loop iterations, has 1,032 L2 sector hits out of 4.33 M
 sector lookups, and its DRAM reads equal the bytes it asks for.
 """

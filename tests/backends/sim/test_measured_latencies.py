@@ -1,7 +1,7 @@
 """The scoreboard's dependent latencies are the ones measured on the H200 (round 15), and with them
 the scoreboard predicts the recorded dependent-chain microbenchmarks.
 
-Both read recorded data only (docs/validation/h200/micro/): the latency microbenchmark's output,
+Both read recorded data only (data/h200/micro/): the latency microbenchmark's output,
 and the loop bodies triton 3.6 compiled for the chain kernels (so no ptxas is needed here)."""
 import json
 import os
@@ -13,7 +13,7 @@ import pytest
 from gpusim.hardware import load_gpu
 
 ROOT = Path(__file__).resolve().parents[3]
-MICRO = ROOT / "docs" / "validation" / "h200" / "micro"
+MICRO = ROOT / "data" / "h200" / "micro"
 
 
 def _steps() -> dict:
