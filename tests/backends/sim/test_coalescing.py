@@ -119,11 +119,12 @@ def test_the_shipped_table_is_the_recorded_measurement():
 @pytest.mark.parametrize("bad,where", [("{1: {4096: {2: 1.5}}}", "l2_coalesced_fraction.1.4096.2"),
                                        ("{0: {4096: {2: 0.5}}}", "l2_coalesced_fraction.0.4096.2")])
 def test_a_bad_table_names_its_entry(tmp_path, bad, where):
-    text = (ROOT / "configs" / "h200.yaml").read_text()
-    start = text.index("l2_coalesced_fraction:")
-    end = text.index("warp_issue_per_clk_per_sm:")
+    import yaml
+
+    data = yaml.safe_load((ROOT / "configs" / "h200.yaml").read_text())
+    data["l2_coalesced_fraction"] = yaml.safe_load(bad)
     p = tmp_path / "bad.yaml"
-    p.write_text(text[:start] + f"l2_coalesced_fraction: {bad}\n" + text[end:])
+    p.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError) as e:
         load_gpu(p)
     assert where in str(e.value) and "bad.yaml" in str(e.value)
