@@ -15,7 +15,8 @@ markdown is rendered):
 
 ``output``: the block is the command's stdout (progress lines and ``wrote ...`` go to stderr and are
 not shown). Flags in parentheses: ``prompt`` starts the block with ``$ COMMAND``; ``slow`` marks an
-expensive block (``--fast`` and the default test run leave it out). ``{tmp}`` in the command is a
+expensive block (``--fast`` and the default test run leave it out); ``torch`` a block that needs
+torch and triton (skipped, and said so, where they are not installed). ``{tmp}`` in the command is a
 fresh temporary directory; ``{tmp:SHOWN}`` shows it as SHOWN in the prompt and in the output.
 ``code``: the block is the named file (a snippet that an ``output: python FILE`` block runs), so the
 code a page shows is the code that printed its output.
@@ -46,8 +47,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^<!-- (output|code)(?:\(([a-z, ]*)\))?: (.+?) -->\s*$")
 TMP = re.compile(r"\{tmp(?::([^}]*))?\}")
-FLAGS = {"prompt", "slow"}
+FLAGS = {"prompt", "slow", "torch"}
 TIMEOUT_S = 1800
+
+
+class MissingDependency(RuntimeError):
+    """A ``torch`` block where torch or triton is not installed."""
+
+
+def has_torch() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
 
 
 class DocMarkerError(ValueError):
@@ -121,6 +132,8 @@ def _bin_dir(tmp: Path) -> Path:
 
 def produce(block: Block) -> str:
     """The text the block should hold: the file (code) or the command's stdout (output)."""
+    if "torch" in block.flags and not has_torch():
+        raise MissingDependency(f"{block.name}: needs torch and triton (pip install -e '.[gpu]')")
     if block.kind == "code":
         return (ROOT / block.command).read_text().rstrip("\n")
     with tempfile.TemporaryDirectory(prefix="regen_docs_") as td:
@@ -217,7 +230,11 @@ def main(argv=None) -> int:
     changed, updates = [], {}
     for b in blocks:
         print(f"regen_docs: {b.name}", file=sys.stderr, flush=True)
-        new = produce(b)
+        try:
+            new = produce(b)
+        except MissingDependency as e:
+            print(f"regen_docs: skipped, {e}", file=sys.stderr)
+            continue
         diff = differs(b, new)
         if diff:
             changed.append(b)
