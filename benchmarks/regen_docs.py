@@ -182,8 +182,9 @@ def _blank_column(text: str, name: str) -> str:
         spans = [m.span() for m in re.finditer(r"-+", lines[i])]
         col = lines[i - 1].split().index(name)
         a, b = spans[col] if col < len(spans) else (0, 0)
+        gaps = [k for (_, e), (s2, _) in zip(spans, spans[1:]) for k in range(e, s2)]
         j = i + 1
-        while j < len(lines) and lines[j].strip() and not lines[j].startswith("compiler view"):
+        while j < len(lines) and lines[j].strip() and all(lines[j][k:k + 1] in ("", " ") for k in gaps):
             lines[j] = lines[j][:a] + " " * max(0, min(b, len(lines[j])) - a) + lines[j][b:]
             j += 1
     return "\n".join(lines)
