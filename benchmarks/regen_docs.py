@@ -18,6 +18,9 @@ not shown). Flags in parentheses: ``prompt`` starts the block with ``$ COMMAND``
 expensive block (``--fast`` and the default test run leave it out); ``torch`` a block that needs
 torch and triton (skipped, and said so, where they are not installed). ``{tmp}`` in the command is a
 fresh temporary directory; ``{tmp:SHOWN}`` shows it as SHOWN in the prompt and in the output.
+``table=N`` on a marker right before a markdown table (``| ... |`` lines, no fence): the table is
+the N-th markdown table the command prints (a command that prints a page's tables runs once for all
+of them; such scripts also rewrite their figures, as they do when run by hand).
 ``code``: the block is the named file (a snippet that an ``output: python FILE`` block runs), so the
 code a page shows is the code that printed its output.
 
@@ -45,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"^<!-- (output|code)(?:\(([a-z, ]*)\))?: (.+?) -->\s*$")
+MARKER = re.compile(r"^<!-- (output|code)(?:\(([a-z0-9=, ]*)\))?: (.+?) -->\s*$")
 TMP = re.compile(r"\{tmp(?::([^}]*))?\}")
 FLAGS = {"prompt", "slow", "torch"}
 TIMEOUT_S = 1800
@@ -75,6 +78,11 @@ class Block:
     start: int = 0       # index of the first line inside the fence
     end: int = 0         # index of the closing fence
     text: str = ""       # what the page shows now
+
+    @property
+    def table(self) -> int:
+        """N of a ``table=N`` flag (the block is the N-th markdown table of the output), else 0."""
+        return next((int(f[6:]) for f in self.flags if f.startswith("table=")), 0)
 
     @property
     def slow(self) -> bool:
@@ -107,8 +115,16 @@ def find_blocks(paths=None) -> list[Block]:
                 raise DocMarkerError(f"{where}: a marker reads <!-- output: COMMAND -->, "
                                      "<!-- output(prompt,slow): COMMAND --> or <!-- code: FILE -->")
             flags = frozenset(f.strip() for f in (m.group(2) or "").split(",") if f.strip())
-            if flags - FLAGS:
-                raise DocMarkerError(f"{where}: unknown flag(s) {sorted(flags - FLAGS)}; allowed: {sorted(FLAGS)}")
+            bad = {f for f in flags if f not in FLAGS and not re.fullmatch(r"table=[1-9][0-9]*", f)}
+            if bad:
+                raise DocMarkerError(f"{where}: unknown flag(s) {sorted(bad)}; allowed: {sorted(FLAGS)}, table=N")
+            if any(f.startswith("table=") for f in flags):
+                end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith("|")), len(lines))
+                if end == i + 1:
+                    raise DocMarkerError(f"{where}: a table=N marker must be on the line right before a | table")
+                blocks.append(Block(Path(path), i, m.group(1), m.group(3).strip(), flags, i + 1, end,
+                                    "\n".join(lines[i + 1:end])))
+                continue
             if i + 1 >= len(lines) or not lines[i + 1].startswith("```"):
                 raise DocMarkerError(f"{where}: the marker must be on the line right before a ``` fence")
             end = next((j for j in range(i + 2, len(lines)) if lines[j].startswith("```")), None)
@@ -136,6 +152,24 @@ def produce(block: Block) -> str:
         raise MissingDependency(f"{block.name}: needs torch and triton (pip install -e '.[gpu]')")
     if block.kind == "code":
         return (ROOT / block.command).read_text().rstrip("\n")
+    out = run_command(block)
+    if block.table:
+        tables = [m.group(0) for m in re.finditer(r"^\|.*(?:\n\|.*)*", out, re.M)]
+        if len(tables) < block.table:
+            raise RuntimeError(f"{block.name}: the output has {len(tables)} markdown table(s), not {block.table}")
+        return tables[block.table - 1]
+    if "prompt" in block.flags:
+        out = f"$ {block.shown_command}\n{out}"
+    return out
+
+
+_RUNS: dict[str, str] = {}      # command -> stdout, so that the tables of one command run it once
+
+
+def run_command(block: Block) -> str:
+    """The stdout of the block's command, run as the module docstring says (once per command)."""
+    if block.command in _RUNS:
+        return _RUNS[block.command]
     with tempfile.TemporaryDirectory(prefix="regen_docs_") as td:
         td = Path(td)
         shown = {}
@@ -158,8 +192,7 @@ def produce(block: Block) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"{block.name}: the command exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     out = "\n".join(ln.rstrip() for ln in out.rstrip("\n").split("\n"))
-    if "prompt" in block.flags:
-        out = f"$ {block.shown_command}\n{out}"
+    _RUNS[block.command] = out
     return out
 
 
