@@ -73,3 +73,17 @@ def test_rewrite_replaces_only_the_block(tmp_path):
     finally:
         regen.ROOT = old
     assert doc.read_text() == "intro\n<!-- output: echo hi -->\n```\nhi\n```\nafter\n"
+
+
+def test_table_block_is_the_nth_markdown_table(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("<!-- output(table=2): printf '| a |\\n|---|\\ntext\\n| b |\\n|---|\\n| 2 |\\n' -->\n"
+                   "| b |\n|---|\n| 1 |\nafter\n")
+    regen.ROOT, old = tmp_path, regen.ROOT
+    try:
+        (b,) = regen.find_blocks([doc])
+        new = regen.produce(b)
+    finally:
+        regen.ROOT = old
+    assert b.text == "| b |\n|---|\n| 1 |" and new == "| b |\n|---|\n| 2 |"
+    assert regen.differs(b, new)
