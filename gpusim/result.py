@@ -258,13 +258,15 @@ class Result:
         """What limits the simulated time (docs/model.md, "The bound label"): ``compute`` when the
         busiest SM pipe is the most utilised resource and busy at least BOUND_BUSY of the time,
         ``memory`` when DRAM or L2 bandwidth is; otherwise nothing is saturated and the label is
-        ``occupancy`` when fewer than half the SMs had work, else ``latency`` (waiting on memory
-        latency, dependencies or launch overhead)."""
+        ``grid`` when fewer than half the SMs had work (the grid is too small to fill the GPU; this
+        label was ``occupancy`` before, a word kernels.csv's ``occupancy_limiter`` keeps for what
+        limits CTAs per SM), else ``latency`` (waiting on memory latency, dependencies or launch
+        overhead)."""
         u = self.utilisation()
         mem = max(u["dram"], u["l2"])
         if max(u["pipe"], mem) >= BOUND_BUSY:
             return "compute" if u["pipe"] >= mem else "memory"
-        return "occupancy" if u["sms"] < 0.5 else "latency"
+        return "grid" if u["sms"] < 0.5 else "latency"
 
     def launch(self, name: str) -> KernelResult:
         for k in self.kernels:
