@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 
 TUNABLE_FIXED = ("num_warps", "num_stages")
-# values tried when the user names none: a spec's choices, narrowed to the usual ones
-DEFAULT_VALUES = {"BLOCK": (32, 64, 128, 256), "num_warps": (4, 8), "num_stages": (2, 3, 4)}
+# values tried when the user names none: a spec's choices, narrowed to the usual ones (tiles of
+# at least 32, 4 or 8 warps, 2 to 4 stages)
+DEFAULT_VALUES = {"num_warps": (4, 8), "num_stages": (2, 3, 4)}
+MIN_BLOCK = 32
 
 
 class TuneError(ValueError):
@@ -31,7 +33,7 @@ def search_space(kernel, space: dict | None = None) -> dict:
     """``{param: values}`` to try: ``space`` where given, else the spec's choices (narrowed to
     DEFAULT_VALUES where that leaves some). Tunables without choices and not in ``space`` keep
     their default (e.g. a norm's BLOCK=0, the whole row)."""
-    from .kernels import resolve_kernel
+    from .kernels import KernelParamError, resolve_kernel
 
     k = resolve_kernel(kernel)
     space = dict(space or {})
@@ -44,14 +46,18 @@ def search_space(kernel, space: dict | None = None) -> dict:
         if not is_tunable(p.name):
             continue
         if p.name in space:
-            vals = [p.convert(v) for v in space[p.name]]
-            bad = [v for v in vals if p.choices and v not in p.choices]
-            if bad:
-                raise TuneError(f"{k.name}: {p.name} must be one of {', '.join(map(str, p.choices))}, got {bad[0]}")
+            try:
+                vals = [p.convert(v) for v in space[p.name]]
+            except KernelParamError as e:
+                raise TuneError(f"{k.name}: {e}") from None
             out[p.name] = tuple(dict.fromkeys(vals))
         elif p.choices:
-            pref = DEFAULT_VALUES["BLOCK" if p.name.startswith("BLOCK") else p.name]
-            narrowed = tuple(v for v in p.choices if v in pref)
+            if p.name.startswith("BLOCK"):
+                narrowed = tuple(v for v in p.choices if v >= MIN_BLOCK)
+            else:
+                narrowed = tuple(v for v in p.choices if v in DEFAULT_VALUES[p.name])
+            if p.default in p.choices and p.default not in narrowed:
+                narrowed += (p.default,)      # e.g. a norm's BLOCK=0 (the whole row)
             out[p.name] = narrowed or p.choices
     return out
 
