@@ -53,6 +53,46 @@ def _cmd_gpus(args):
     return 0
 
 
+def _cmd_tune(args):
+    """gpusim tune: rank a kernel's feasible tile / warp / stage configs by predicted time."""
+    import yaml
+
+    from .tune import TuneError, count_configs, indistinguishable, rank, search_space
+
+    def pairs(items, flag):
+        out = {}
+        for item in (x for group in (items or []) for x in group):
+            key, eq, val = item.partition("=")
+            if not eq or not key:
+                raise UsageError(f"tune {flag} {item!r}: expected NAME=VALUE")
+            out[key] = yaml.safe_load(val)
+        return out
+    shape = pairs(args.set, "--set")
+    space = {k: v if isinstance(v, list) else [v] for k, v in pairs(args.space, "--space").items()}
+    try:
+        sp = search_space(args.kernel, space)
+        print(f"gpusim tune {args.kernel} on {args.gpu}: {count_configs(sp)} configs of "
+              + ", ".join(f"{n} {list(v)}" for n, v in sp.items()), file=sys.stderr)
+        ranking = rank(args.kernel, args.gpu, shape, space, jobs=args.jobs)
+    except TuneError as e:
+        raise UsageError(f"tune --space: {e}") from None
+    if ranking.empty:
+        print(f"no feasible config ({ranking.attrs['infeasible']} infeasible, {ranking.attrs['errors']} errors)")
+        return 1
+    cols = ["rank", *sp, "time_us", "tflops", "bound"]
+    print(ranking[cols].head(args.top).to_string(index=False))
+    n = indistinguishable(ranking, 5.0)
+    print(f"{len(ranking)} feasible, {ranking.attrs['infeasible']} infeasible. "
+          + (f"The top {n} are within 5% of each other: indistinguishable at the model's accuracy; benchmark them."
+             if n > 1 else "The best is more than 5% ahead of the next."))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "tune.csv")
+        ranking[cols].to_csv(path, index=False)
+        print(f"wrote {path}")
+    return 0
+
+
 def _cmd_kernels(args):
     from .kernels import KERNELS, kernels_in_module, load_kernel_file
 
@@ -294,6 +334,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=("png", "svg"), default="png", help="plot format")
     r.add_argument("--no-plots", action="store_true", help="skip plots")
     r.set_defaults(fn=_cmd_run)
+    tu = sub.add_parser("tune", help="rank a kernel's tile / warp / stage configs by predicted time",
+                        description="Simulate every feasible config of KERNEL's BLOCK*, num_warps and num_stages "
+                                    "parameters at one shape and print the fastest; --out saves the full ranking.")
+    tu.add_argument("kernel", help="a built-in kernel, file.py:name or module:name")
+    tu.add_argument("--gpu", default="h100", help="GPU config name or YAML (default h100)")
+    tu.add_argument("--set", action="append", nargs="+", metavar="NAME=VALUE", help="shape parameter, e.g. M=4096")
+    tu.add_argument("--space", action="append", nargs="+", metavar="NAME=[V,...]",
+                    help="values to try for a tunable, e.g. BLOCK_M=[64,128] (default: the spec's choices)")
+    tu.add_argument("--top", type=_positive_int, default=5, help="configs to print (default 5)")
+    tu.add_argument("--jobs", type=_positive_int, default=1, help="parallel processes (default 1)")
+    tu.add_argument("--out", help="directory for tune.csv, the full ranking")
+    tu.set_defaults(fn=_cmd_tune)
     sub.add_parser("schema", help="print the JSON Schema of scenario files").set_defaults(fn=_cmd_schema)
     t = sub.add_parser("triton-source", help="print the Triton code generated for a built-in kernel",
                        description="Print the Triton source gpusim generates from a built-in kernel's IR, one "

@@ -8,6 +8,8 @@ compute in it (fp16 natively, bf16 in fp32 and rounded) and store the result in 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dsl import analysis, ir
@@ -35,7 +37,16 @@ _BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
         "minimum": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
         "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or}
 _UN = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-       "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs, "not": np.logical_not}
+       "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs, "not": np.logical_not,
+       # computed in float64 and rounded to the fp32 result: the correctly rounded value
+       "tanh": lambda x: np.tanh(np.float64(x)), "sin": lambda x: np.sin(np.float64(x)),
+       "cos": lambda x: np.cos(np.float64(x)),
+       "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, np.float64))),
+       "erf": lambda x: _erf(np.asarray(x, np.float64))}
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x
 
 
 class _Interp:

@@ -62,7 +62,6 @@ class Tile:
     shape = property(lambda self: self.v.shape)
     dtype = property(lambda self: self.v.dtype)
 
-    __array_ufunc__ = None          # numpy scalars defer to the Tile's reflected operators
     __hash__ = object.__hash__      # tiles stay hashable by identity although == builds a mask
 
     def __add__(self, o): return _binary("add", self, o)
@@ -98,7 +97,16 @@ class Tile:
                     "expressions)")
 
     def __float__(self):
-        raise trace_error("a tile cannot be converted to a Python float while tracing")
+        raise trace_error("a tile cannot be converted to a Python float while tracing (math.* functions take "
+                          "numbers; on a tile use the DSL's exp, log, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos, abs)")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy scalars combined with a tile trace as DSL ops; other ufuncs are an error naming the DSL call."""
+        if method == "__call__" and ufunc.__name__ in _UFUNC_BINARY and len(inputs) == 2 and not kwargs:
+            return _binary(_UFUNC_BINARY[ufunc.__name__], *inputs)
+        dsl = _UFUNC_DSL.get(ufunc.__name__)
+        hint = f"use gpusim.dsl.{dsl}(tile)" if dsl else "the DSL has no such function"
+        raise trace_error(f"numpy's np.{ufunc.__name__} cannot run on a traced tile; {hint}")
 
     __int__ = __index__
 
@@ -193,7 +201,12 @@ def _binary(op, a, b) -> Tile:
     return Tile(out)
 
 
-_TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt")
+_UFUNC_BINARY = {"add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
+                 "maximum": "maximum", "minimum": "minimum", "less": "lt", "less_equal": "le", "greater": "gt",
+                 "greater_equal": "ge", "equal": "eq", "not_equal": "ne"}
+_UFUNC_DSL = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "tanh": "tanh",
+              "sin": "sin", "cos": "cos", "absolute": "abs", "fabs": "abs"}
+_TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos")
 
 
 def _unary(op, a) -> Tile:
@@ -327,6 +340,30 @@ def log(a): return _unary("log", a)
 def log2(a): return _unary("log2", a)
 def sqrt(a): return _unary("sqrt", a)
 def rsqrt(a): return _unary("rsqrt", a)
+def tanh(a): return _unary("tanh", a)
+def sigmoid(a): return _unary("sigmoid", a)
+def erf(a): return _unary("erf", a)
+def sin(a): return _unary("sin", a)
+def cos(a): return _unary("cos", a)
+
+
+def gelu(a, approximate: str = "none"):
+    """GELU: ``x/2 * (1 + erf(x/sqrt 2))``, or with ``approximate="tanh"`` the tanh form
+    ``x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`` (PyTorch's names). fp32 result."""
+    x = cast(a, "fp32")
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    if approximate != "none":
+        raise trace_error(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+
+
+def silu(a):
+    """SiLU (swish): ``x * sigmoid(x)``, fp32 result."""
+    x = cast(a, "fp32")
+    return x * sigmoid(x)
+
+
 def maximum(a, b): return _binary("maximum", a, b)
 def minimum(a, b): return _binary("minimum", a, b)
 

@@ -155,8 +155,17 @@ class Value:
 # --------------------------------------------------------------------------- ops (the closed set)
 # Pipes a computation occupies in the timing model; loads/stores use the memory system.
 ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
-ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "not")
-SFU_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt")
+ELEMENTWISE_UNARY = ("neg", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "not",
+                     "tanh", "sigmoid", "erf", "sin", "cos")
+# math ops beyond exp/log: (MUFU ops, other FP32-pipe ops) per element in the SASS that Triton 3.9
+# emits for sm_90 (fp32, counted from nvdisasm of a one-op kernel):
+#   tanh    libdevice tanhf: MUFU.EX2 + MUFU.RCP, 6 FFMA, 2 FMUL, 2 FADD, 2 FSETP, 1 SEL
+#   sigmoid tl.sigmoid = 1/(1+exp(-x)): MUFU.EX2 + MUFU.RCP, 5 FMUL, 1 FADD, 2 FSETP, 1 FSEL
+#   erf     tl.erf (erff): MUFU.EX2, 7 FFMA + 3 HFMA2 (constants), FMUL, 2 FADD, FSEL, FSETP
+#   sin/cos tl.sin/tl.cos (precise sinf/cosf, no MUFU): fast path 9 FFMA, 3 FMUL, FADD, 2 FSEL,
+#           2 FSETP, F2I + I2F (range reduction); the Payne-Hanek branch for |x| > 105615 is not costed
+MATH_UNARY = {"tanh": (2, 13), "sigmoid": (2, 9), "erf": (1, 15), "sin": (0, 20), "cos": (0, 20)}
+SFU_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt") + tuple(MATH_UNARY)   # costed apart from the SIMT mix
 REDUCTIONS = ("sum", "max", "min")
 
 
@@ -209,7 +218,7 @@ class Binary:
 @dataclass(frozen=True, eq=False)
 class Unary:
     """``neg``/``abs`` keep the dtype; ``not`` is logical not of a bool tile; exp, exp2, log,
-    log2, sqrt, rsqrt compute in fp32 (the input is converted to fp32 first)."""
+    log2, sqrt, rsqrt, tanh, sigmoid, erf, sin, cos compute in fp32 (the input is converted to fp32 first)."""
 
     out: Value
     op: str

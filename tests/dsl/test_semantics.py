@@ -71,6 +71,14 @@ CASES = dict([
     _c("log2", "fp32", "fp32", "fp32", lambda a, b: D.log2(a), lambda a, b: np.log2(a), inputs="positive"),
     _c("sqrt", "fp32", "fp32", "fp32", lambda a, b: D.sqrt(a), lambda a, b: np.sqrt(a), inputs="positive"),
     _c("rsqrt", "fp32", "fp32", "fp32", lambda a, b: D.rsqrt(a), lambda a, b: 1 / np.sqrt(a), inputs="positive"),
+    # math beyond exp/log: fp32 result, reference computed in float64
+    _c("tanh", "fp32", "fp32", "fp32", lambda a, b: D.tanh(a), lambda a, b: np.tanh(a.astype(np.float64))),
+    _c("sigmoid fp16", "fp16", "fp16", "fp32", lambda a, b: D.sigmoid(a),
+       lambda a, b: 1 / (1 + np.exp(-a.astype(np.float64)))),
+    _c("erf", "fp32", "fp32", "fp32", lambda a, b: D.erf(a),
+       lambda a, b: np.array([math.erf(v) for v in a.astype(np.float64)])),
+    _c("sin", "fp32", "fp32", "fp32", lambda a, b: D.sin(a), lambda a, b: np.sin(a.astype(np.float64))),
+    _c("cos", "fp32", "fp32", "fp32", lambda a, b: D.cos(a), lambda a, b: np.cos(a.astype(np.float64))),
     # where, cast
     _c("where int/float", "int32", "int32", "fp32", lambda a, b: D.where(a > b, a, 0.5),
        lambda a, b: np.where(a > b, a.astype(f32), f32(0.5))),

@@ -52,6 +52,10 @@ def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
         return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
     if t is ir.Unary:
         n = op.out.numel
+        if op.op in ir.MATH_UNARY:   # see ir.MATH_UNARY: MUFU count and FP32 ops of its SASS
+            mufu, fp32 = ir.MATH_UNARY[op.op]
+            issue = n * (mufu / cfg.vector_ops_per_clk_per_sm + fp32 / simt_rate(cfg, "mul"))
+            return OpCost(simt_cycles=issue, sfu_cycles=mufu * n / cfg.sfu_ops_per_clk_per_sm, sfu_ops=mufu * n)
         if op.op in ir.SFU_UNARY:
             issue = n / cfg.vector_ops_per_clk_per_sm
             if op.op in ("exp", "log"):   # exp(x) = exp2(x * log2 e): one more multiply

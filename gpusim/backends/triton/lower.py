@@ -39,7 +39,22 @@ _BIN_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=
             "eq": "==", "ne": "!=", "and": "&", "or": "|"}
 _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 _UNARY_FN = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt",
-             "rsqrt": "tl.rsqrt", "abs": "tl.abs"}
+             "rsqrt": "tl.rsqrt", "abs": "tl.abs", "sin": "tl.sin", "cos": "tl.cos", "erf": "tl.erf",
+             "sigmoid": "tl.sigmoid", "tanh": "_tanh"}
+# tanh: libdevice's tanhf on the GPU (MUFU.EX2 + MUFU.RCP + an FMA polynomial in SASS); the
+# interpreter has no libdevice, so there an equivalent formula (odd polynomial near 0, else
+# (1 - e^-2|x|) / (1 + e^-2|x|)), accurate to a few fp32 ulps.
+_TANH_LIBDEVICE = "from triton.language.extra.cuda.libdevice import tanh as _tanh"
+_TANH_INTERPRETER = """
+
+@triton.jit
+def _tanh(x):
+    ax = tl.abs(x)
+    t = tl.exp(-2.0 * ax)
+    big = (1.0 - t) / (1.0 + t)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
+    return tl.where(ax < 0.125, small, tl.where(x < 0, -big, big))"""
 _REDUCE_FN = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _WIDE_INDEX_ELEMS = 2 ** 30     # tensors this large index in int64 (headroom for masked indices past the end)
 
@@ -337,6 +352,8 @@ class _Emitter:
             self.w(0, "# target: TRITON_INTERPRET=1 (bf16 dot operands widened to fp32)")
         self.w(0, "import triton")
         self.w(0, "import triton.language as tl")
+        if any(isinstance(op, ir.Unary) and op.op == "tanh" for op in ir.walk(p.body)):
+            self.lines += (_TANH_INTERPRETER if self.interpreter else _TANH_LIBDEVICE).splitlines()
         self.w(0, "")
         self.w(0, "")
         self.w(0, "@triton.jit")

@@ -1,0 +1,50 @@
+"""gpusim tune / gpusim.tune: the search space a spec declares, the ranking, the indistinguishable
+count, and the pruning function for triton.autotune (called on triton.Config look-alikes)."""
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from gpusim.cli import main
+from gpusim.tune import TuneError, indistinguishable, prune_configs, rank, search_space
+
+
+def test_search_space_from_the_spec():
+    sp = search_space("matmul")
+    assert sp["BLOCK_M"] == (32, 64, 128, 256) and sp["num_warps"] == (4, 8) and sp["num_stages"] == (2, 3, 4)
+    assert "M" not in sp and "dtype" not in sp
+    assert 0 in search_space("rmsnorm")["BLOCK"]                 # the default (whole row) stays a candidate
+    assert search_space("matmul", {"BLOCK_M": [64]})["BLOCK_M"] == (64,)
+
+
+@pytest.mark.parametrize("space, msg", [({"M": [64]}, "not a tunable"), ({"BLOCK_M": [48]}, "must be one of")])
+def test_bad_space_is_an_error(space, msg):
+    with pytest.raises(TuneError, match=msg):
+        search_space("matmul", space)
+
+
+def test_indistinguishable():
+    r = pd.DataFrame({"time_us": [10.0, 10.3, 10.49, 12.0]})
+    assert indistinguishable(r, 5.0) == 3 and indistinguishable(r, 1.0) == 1
+
+
+def _cfg(block, warps):
+    return SimpleNamespace(kwargs={"BLOCK": block, "UNUSED": 1}, num_warps=warps, num_stages=2)
+
+
+def test_prune_keeps_the_predicted_fastest():
+    shape = {"n": 1 << 16}
+    configs = [_cfg(128, 4), _cfg(4096, 4), _cfg(1024, 8)]
+    prune = prune_configs("elementwise_fused", shape, "h100", top_k=2)
+    kept = prune(configs, {})
+    assert len(kept) == 2 and all(c in configs for c in kept)
+    ranking = rank("elementwise_fused", "h100", shape, {"BLOCK": [128, 4096, 1024], "num_warps": [4, 8]})
+    times = {(r.BLOCK, r.num_warps): r.time_us for r in ranking.itertuples()}
+    by_pred = sorted(configs, key=lambda c: times[(c.kwargs["BLOCK"], c.num_warps)])
+    assert kept == by_pred[:2]
+    assert list(ranking.time_us) == sorted(ranking.time_us) and list(ranking["rank"]) == list(range(1, 7))
+
+
+def test_cli_bad_space_exits_2(capsys):
+    assert main(["tune", "matmul", "--space", "BLOCK_M=[48]"]) == 2
+    assert "BLOCK_M must be one of" in capsys.readouterr().err
