@@ -13,7 +13,7 @@ from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
 from .hardware import GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
-from .result import KernelResult, LaunchEvent, Result, TransferEvent
+from .result import KernelResult, LaunchEvent, Result, TransferEvent, check_status
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
 AUTO_CHECK_MAX_ELEMS = 1 << 22
@@ -83,7 +83,8 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     err = None
     if check is True or (check == "auto" and workload.reference is not None and _auto_ok(workload)):
         err = numpy_exec.check(workload, seed)
-    return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
+    status, reason = check_status(params, err)
+    return Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
                   timeline=tuple(events), sim_wall_s=wall, **common)
 
 
