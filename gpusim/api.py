@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from . import precheck
+from . import physics, precheck
 from .backends import numpy_exec
 from .backends.sim import power
 from .backends.sim.cost import InfeasibleError, occupancy
@@ -84,8 +84,8 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     if check is True or (check == "auto" and workload.reference is not None and _auto_ok(workload)):
         err = numpy_exec.check(workload, seed)
     status, reason = check_status(params, err)
-    return Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
-                  timeline=tuple(events), sim_wall_s=wall, **common)
+    return physics.judge(Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
+                                timeline=tuple(events), sim_wall_s=wall, **common))
 
 
 def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool):

@@ -264,7 +264,7 @@ class Result:
         row = {"gpu": self.gpu, "kernel": self.kernel}
         for n in names:
             row[n] = self.params.get(n, "")
-        ok = self.status in ("ok", "mismatch")   # a mismatch was simulated: its numbers are shown
+        ok = self.status in ("ok", "mismatch", "unphysical")   # a mismatch was simulated: its numbers are shown
         row.update({
             "status": self.status, "reason": self.reason,
             "time_us": _r(self.time_us) if ok else "",
