@@ -37,3 +37,17 @@ def test_dram_above_peak_is_unphysical():
 def test_not_simulated_is_left_alone():
     r = replace(_ok(), status="infeasible", time_us=None)
     assert physics.judge(r) is r
+
+
+def test_copy_bandwidth_above_read_plus_write_is_caught():
+    """The what-if of issue 32: copy bandwidth at 1.99999x read ran DRAM at 1.13x its peak, reported ok."""
+    from gpusim.hardware import load_gpu
+
+    cfg = load_gpu("h100")
+    cfg = cfg.model_copy(update={"hbm_copy_bandwidth_bytes_per_s": 1.99999 * cfg.hbm_read_bandwidth_bytes_per_s})
+    r = simulate("elementwise_fused", cfg, check=False)
+    assert r.status in ("ok", "unphysical")
+    if r.status == "ok":     # the model was fixed at its cause: then the result must be physical
+        assert physics.violations(r) == []
+    else:
+        assert "dram utilisation" in r.reason
