@@ -1,6 +1,6 @@
 """How well gpusim's ranking picks tile configs: every recorded and held-out H200 tile sweep.
 
-For each validation.csv under docs/validation/h200/val_* and docs/validation/h200/heldout/val_*,
+For each validation.csv under data/h200/val_* and data/h200/heldout/val_*,
 the measured points (scope "point", status ok) are grouped by the file's ``group`` column (the
 point's kernel and shape: everything except the tile, warp and stage parameters). A group with
 at least two configs is a tuning problem. For each group:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import intervals, precheck
+from . import intervals, physics, precheck
 from .backends import numpy_exec
 from .backends.sim import power
 from .backends.sim.cost import InfeasibleError, occupancy
@@ -15,7 +15,7 @@ from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
 from .hardware import CONFIG_DIR, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
-from .result import KernelResult, LaunchEvent, Result, TransferEvent
+from .result import KernelResult, LaunchEvent, Result, TransferEvent, check_status
 
 AUTO_CHECK_MAX_WORK = 4000        # CTA-iterations the numpy executor runs in a few seconds
 AUTO_CHECK_MAX_ELEMS = 1 << 22
@@ -104,9 +104,11 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     err = None
     if check is True or (check == "auto" and workload.reference is not None and _auto_ok(workload)):
         err = numpy_exec.check(workload, seed)
+    status, reason = check_status(params, err)
     kind, note = intervals.config_kind(cfg)
-    return Result(cfg.name, workload.name, params, "ok", "", tuple(kernels), total_us, err,
-                  timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note, **common)
+    return physics.judge(Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
+                                timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note,
+                                **common))
 
 
 def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool,

@@ -162,7 +162,16 @@ def _cmd_run(args):
     if errors:
         print(f"gpusim: {errors} of {len(rows)} point(s) failed (status=error in {out / 'results.csv'})",
               file=sys.stderr)
-    return 1 if errors else 0
+    for bad in ("unphysical",):
+        n = sum(r.get("status") == bad for r in rows)
+        if n:
+            print(f"gpusim: {n} of {len(rows)} point(s) are {bad} (reason in {out / 'results.csv'})", file=sys.stderr)
+            errors += n
+    mismatches = sum(r.get("status") == "mismatch" for r in rows)
+    if mismatches:
+        print(f"gpusim: {mismatches} of {len(rows)} point(s) failed the exact check "
+              f"(status=mismatch in {out / 'results.csv'})", file=sys.stderr)
+    return 1 if errors or mismatches else 0
 
 
 def _cmd_schema(args):

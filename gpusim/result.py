@@ -10,6 +10,27 @@ from dataclasses import dataclass, field
 # saturated and the time goes to waiting (latency, dependencies) or to idle SMs.
 BOUND_BUSY = 0.5
 
+# The exact check's tolerance: a point whose max_rel_err against the float64 reference exceeds
+# its storage dtype's value gets status ``mismatch`` (the same tolerances the H200 validation uses).
+CHECK_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}
+
+
+def check_tolerance(params: dict) -> float:
+    """The max_rel_err a point with these parameters may have (by its ``dtype``, fp16 when none)."""
+    return CHECK_TOLERANCE.get(params.get("dtype", "fp16"), max(CHECK_TOLERANCE.values()))
+
+
+def check_status(params: dict, max_rel_err: float | None) -> tuple[str, str]:
+    """(status, reason) of a simulated point given its exact check: ok, or mismatch with the error."""
+    if max_rel_err is None:
+        return "ok", ""
+    tol = check_tolerance(params)
+    if max_rel_err <= tol:     # NaN fails this comparison too
+        return "ok", ""
+    return "mismatch", (f"exact check failed: max_rel_err {max_rel_err:.3g} exceeds the "
+                        f"{params.get('dtype', 'fp16')} tolerance {tol:g} against the float64 reference")
+
+
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
 METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
@@ -144,7 +165,8 @@ def _r(x: float, digits: int = 4) -> float:
 
 @dataclass(frozen=True)
 class Result:
-    """One simulated point. ``status`` is ok, infeasible or error; numbers are None unless ok."""
+    """One simulated point. ``status`` is ok, mismatch (simulated, but the exact check failed),
+    infeasible or error; numbers are None unless simulated (ok or mismatch)."""
 
     gpu: str
     kernel: str
@@ -280,7 +302,7 @@ class Result:
         row = {"gpu": self.gpu, "kernel": self.kernel}
         for n in names:
             row[n] = self.params.get(n, "")
-        ok = self.status == "ok"
+        ok = self.status in ("ok", "mismatch", "unphysical")   # a mismatch was simulated: its numbers are shown
         iv = self.interval
         row.update({
             "status": self.status, "reason": self.reason,

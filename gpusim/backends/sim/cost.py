@@ -167,7 +167,20 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
         "registers": cfg.registers_per_sm // (regs * res.threads),
     }
     limiter = min(limits, key=lambda k: (limits[k], k))
-    return Occupancy(max(1, limits[limiter]), limiter, res.sram_bytes, regs, spills, view.resources, view.compiled)
+    if limits[limiter] < 1:     # never clamped: a CTA that does not fit on an SM cannot run
+        raise InfeasibleError(_does_not_fit(limiter, cfg, res.sram_bytes, regs, res.threads, view.source))
+    return Occupancy(limits[limiter], limiter, res.sram_bytes, regs, spills, view.resources, view.compiled)
+
+
+def _does_not_fit(limiter: str, cfg: GPUConfig, sram: int, regs: int, threads: int, source: str) -> str:
+    """The infeasible reason of a CTA that exceeds one SM's ``limiter`` resource, with the numbers."""
+    if limiter == "registers":
+        return (f"needs {regs * threads:,} registers per CTA ({regs} per thread, {source}, x {threads} threads), "
+                f"{cfg.name} has {cfg.registers_per_sm:,} per SM; use fewer warps or smaller tiles")
+    if limiter == "sram":
+        return (f"needs {sram / KIB:.0f} KiB of SRAM per CTA, {cfg.name} has {cfg.sram_bytes_per_sm / KIB:.0f} KiB "
+                f"per SM; use smaller tiles or fewer num_stages")
+    return f"no CTA fits on an SM of {cfg.name} ({limiter} limit is 0)"
 
 
 WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup

@@ -1,0 +1,47 @@
+"""Occupancy is never clamped: a CTA that does not fit on one SM is infeasible, with the numbers."""
+import pytest
+
+from gpusim import simulate
+from gpusim.backends.sim import cost
+from gpusim.kernels import build, resolve_params
+from gpusim.hardware import load_gpu
+
+BIG = dict(M=1024, N=1024, K=1024, BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_warps=32, num_stages=1)
+
+
+def _prog(**kw):
+    return build("matmul", resolve_params("matmul", kw)).launches[0].program
+
+
+def test_too_many_registers_is_infeasible_with_the_numbers():
+    with pytest.raises(cost.InfeasibleError, match=r"needs 107,520 registers per CTA .* 65,536 per SM"):
+        cost.occupancy(_prog(**BIG), load_gpu("h100"), resources="estimated")
+    r = simulate("matmul", "h100", check=False, **BIG)
+    assert r.status == "infeasible" and "107,520 registers" in r.reason and r.time_us is None
+
+
+def test_registers_from_the_compiled_view_decide(monkeypatch):
+    """With the compiled view the compiler's count is used: ptxas capped at 64 per thread fits."""
+    class Comp:
+        registers_per_thread, spills = 64, True
+
+    monkeypatch.setattr(cost, "compiled_resources", lambda *a, **k: Comp())
+    occ = cost.occupancy(_prog(**BIG), load_gpu("h100"))
+    assert occ.ctas_per_sm == 1 and occ.resources == "compiled" and occ.registers_per_thread == 64
+    Comp.registers_per_thread = 96
+    with pytest.raises(cost.InfeasibleError, match=r"98,304 registers per CTA \(96 per thread, compiled"):
+        cost.occupancy(_prog(**BIG), load_gpu("h100"))
+
+
+def test_sram_per_sm_below_the_cta_is_infeasible():
+    """A what-if SM with less SRAM than one CTA uses (per-CTA limit left high) refuses the point."""
+    cfg = load_gpu("h100").model_copy(update={"sram_bytes_per_sm": 16 * 1024})
+    prog = _prog(M=512, N=512, K=512, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3)
+    with pytest.raises(cost.InfeasibleError, match=r"KiB of SRAM per CTA, h100 has 16 KiB per SM"):
+        cost.occupancy(prog, cfg, resources="estimated")
+
+
+def test_a_fitting_cta_is_unchanged():
+    occ = cost.occupancy(_prog(M=512, N=512, K=512, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4,
+                               num_stages=3), load_gpu("h100"), resources="estimated")
+    assert occ.ctas_per_sm >= 1
