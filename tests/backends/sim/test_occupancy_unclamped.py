@@ -20,17 +20,18 @@ def test_too_many_registers_is_infeasible_with_the_numbers():
     assert r.status == "infeasible" and "107,520 registers" in r.reason and r.time_us is None
 
 
-def test_registers_from_the_compiled_view_decide(monkeypatch):
+def test_registers_from_the_compiled_view_decide():
     """With the compiled view the compiler's count is used: ptxas capped at 64 per thread fits."""
+    from gpusim.compiler import CompilerView
+
     class Comp:
         registers_per_thread, spills = 64, True
 
-    monkeypatch.setattr(cost, "compiled_resources", lambda *a, **k: Comp())
-    occ = cost.occupancy(_prog(**BIG), load_gpu("h100"))
+    view = CompilerView("triton 3.6.0", 64, Comp())
+    occ = cost.occupancy(_prog(**BIG), load_gpu("h100"), view=view)
     assert occ.ctas_per_sm == 1 and occ.resources == "compiled" and occ.registers_per_thread == 64
-    Comp.registers_per_thread = 96
-    with pytest.raises(cost.InfeasibleError, match=r"98,304 registers per CTA \(96 per thread, compiled"):
-        cost.occupancy(_prog(**BIG), load_gpu("h100"))
+    with pytest.raises(cost.InfeasibleError, match=r"98,304 registers per CTA \(96 per thread, triton 3.6.0"):
+        cost.occupancy(_prog(**BIG), load_gpu("h100"), view=CompilerView("triton 3.6.0", 96, Comp()))
 
 
 def test_sram_per_sm_below_the_cta_is_infeasible():
