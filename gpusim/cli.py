@@ -86,6 +86,14 @@ def _cmd_run(args):
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
     runner.prepare_out(out)
+    from .sweep.outlock import OutLock
+
+    with OutLock(out):
+        return _run_locked(args, sc, out, executor, runner, run_table)
+
+
+def _run_locked(args, sc, out, executor, runner, run_table):
+    """The part of ``gpusim run`` done while holding ``out``'s lock."""
     if executor == "dask":
         from .sweep.executors import check_scheduler
 
