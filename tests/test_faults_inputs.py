@@ -1,0 +1,105 @@
+"""Bounded input: only regular files of at most 1 MiB are read (scenario and GPU YAML), a FIFO never
+blocks, a device is refused before it is opened, and a GPU YAML refuses a key given twice; each is
+one stderr line, exit 2, no traceback, and results already in --out are kept."""
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gpusim.cli import main
+from gpusim.hardware import ConfigError, load_gpu
+from gpusim.sweep.yamlio import MAX_FILE_BYTES
+
+REPO = Path(__file__).resolve().parents[1]
+SCEN = "kernel: elementwise_fused\nsweep: {n: [1024]}\n"
+
+
+def _one_line(err):
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _bad(tmp_path, kind):
+    """A path of the given bad kind."""
+    p = tmp_path / f"bad_{kind}.yaml"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dev_zero":
+        return Path("/dev/zero")
+    elif kind == "dev_urandom":
+        return Path("/dev/urandom")
+    elif kind == "symlink_to_zero":
+        p.symlink_to("/dev/zero")
+    elif kind == "symlink_to_fifo":
+        os.mkfifo(tmp_path / "f")
+        p.symlink_to(tmp_path / "f")
+    elif kind == "too_big":
+        p.write_text("# x\n" * (MAX_FILE_BYTES // 4 + 1))
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "binary":
+        p.write_bytes(b"\xff\xfe\x00kernel")
+    return p
+
+
+KINDS = ["fifo", "dev_zero", "dev_urandom", "symlink_to_zero", "symlink_to_fifo", "too_big", "directory",
+         "binary"]
+
+
+@pytest.fixture
+def done_out(tmp_path, capsys):
+    """An --out with one finished run in it, whose saved points must survive a refused run."""
+    s = tmp_path / "good.yaml"
+    s.write_text(SCEN)
+    out = tmp_path / "out"
+    assert main(["run", str(s), "--out", str(out), "--no-plots"]) == 0
+    capsys.readouterr()
+    return out, {p.name: p.read_bytes() for p in (out / "points").glob("*.json")}
+
+
+def _kept(out, saved):
+    assert {p.name: p.read_bytes() for p in (out / "points").glob("*.json")} == saved
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_scenario_file_is_one_line(tmp_path, capsys, kind, done_out):
+    out, saved = done_out
+    t0 = time.monotonic()
+    assert main(["run", str(_bad(tmp_path, kind)), "--out", str(out), "--no-plots"]) == 2
+    assert time.monotonic() - t0 < 2
+    line = _one_line(capsys.readouterr().err)
+    assert "bad_" in line or "/dev/" in line
+    _kept(out, saved)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_gpu_yaml_is_one_line(tmp_path, capsys, kind, done_out):
+    out, saved = done_out
+    s = tmp_path / "g.yaml"
+    s.write_text(SCEN)
+    gpu = _bad(tmp_path, kind)
+    t0 = time.monotonic()
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--set", f"gpu={gpu}"]) == 2
+    assert time.monotonic() - t0 < 2
+    _one_line(capsys.readouterr().err)
+    _kept(out, saved)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_gpu_yaml_api_is_typed(tmp_path, kind):
+    with pytest.raises(ConfigError) as e:
+        load_gpu(str(_bad(tmp_path, kind)))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field", ["sm_count", "name", "l2_bytes"])
+def test_gpu_yaml_duplicate_key_is_refused(tmp_path, field):
+    text = (REPO / "configs" / "h100.yaml").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"{field}:"))
+    p = tmp_path / "dup.yaml"
+    p.write_text(text + "\n" + line + "\n")
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_gpu(str(p))
