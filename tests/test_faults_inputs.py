@@ -103,3 +103,27 @@ def test_gpu_yaml_duplicate_key_is_refused(tmp_path, field):
     p.write_text(text + "\n" + line + "\n")
     with pytest.raises(ConfigError, match="duplicate key"):
         load_gpu(str(p))
+
+
+@pytest.mark.parametrize("gpu", [None, 123, {}, [], "", 1.5, b"h100"])
+def test_api_bad_gpu_is_a_config_error(gpu):
+    from gpusim import simulate
+
+    with pytest.raises(ConfigError, match="gpu must be") as e:
+        simulate("elementwise_fused", gpu=gpu, n=1024)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 2**32, 1.5, None, True])
+def test_api_bad_seed_is_a_value_error(seed):
+    from gpusim import simulate
+
+    with pytest.raises(ValueError, match="seed must be") as e:
+        simulate("elementwise_fused", gpu="h100", n=1024, seed=seed)
+    assert "\n" not in str(e.value)
+
+
+def test_api_good_seed_still_runs():
+    from gpusim import simulate
+
+    assert simulate("elementwise_fused", gpu="h100", n=1024, seed=7).status == "ok"
