@@ -49,3 +49,37 @@ def test_kernel_file_imports_a_helper_beside_it(tmp_path):
     f.write_text("from helper_mod_xyz import VALUE\nfrom gpusim.kernels import KERNELS\nk = KERNELS['elementwise_fused']\n")
     assert resolve_kernel(f"{f}:k").name == "elementwise_fused"
     assert str(tmp_path) not in sys.path
+
+
+def test_changed_helper_module_is_recomputed(tmp_path, capsys):
+    """A kernel file importing a helper beside it: editing the helper changes the answer."""
+    import csv
+
+    kdir = tmp_path / "k"
+    kdir.mkdir()
+    (kdir / "helper_size_abc.py").write_text("SCALE = 1\n")
+    (kdir / "kern.py").write_text(
+        "import helper_size_abc\nfrom gpusim.kernels import KERNELS, kernel\nfrom gpusim.kernels.spec import Param\n"
+        "@kernel(name='scaled', params=[Param('n', int, 1024, 'size')])\n"
+        "def k(p):\n    return KERNELS['elementwise_fused'].build({**KERNELS['elementwise_fused'].resolve({}), "
+        "'n': p['n'] * helper_size_abc.SCALE})\n")
+    s = tmp_path / "s.yaml"
+    s.write_text("kernel: k/kern.py:k\nsweep: {n: [4096]}\n")
+    out = tmp_path / "out"
+
+    def dram():  # a fresh process each time, as two `gpusim run`s are
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        r = subprocess.run([sys.executable, "-m", "gpusim", "run", str(s), "--out", str(out), "--no-plots"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        rows = list(csv.DictReader(open(out / "results.csv")))
+        assert rows[0]["status"] == "ok", rows
+        return float(rows[0]["dram_read_bytes"])
+
+    first = dram()
+    (kdir / "helper_size_abc.py").write_text("SCALE = 16\n")
+    assert dram() > 8 * first
