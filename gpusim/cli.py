@@ -251,11 +251,32 @@ def _cmd_validate(args):
         if not (src / "validation.json" if src.is_dir() else src).is_file():
             raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
+        _check_json(src / "validation.json" if src.is_dir() else src)
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
     from .hw.validate import main as validate_main
 
     return validate_main(args)
+
+
+def _check_json(path: Path) -> None:
+    """One line (UsageError) for a validation.json that is no regular file, too large, truncated or
+    nested absurdly deep, before the validation code reads it."""
+    import json
+
+    from .sweep.errors import ScenarioError
+    from .sweep.yamlio import read_text_bounded
+
+    try:
+        data = json.loads(read_text_bounded(path, "a validation.json", UsageError))
+    except (ScenarioError, OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to be a validation.json") from None
+    except ValueError as e:
+        raise UsageError(f"{path}: not valid JSON ({e}); was it cut short? re-run gpusim validate") from None
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        raise UsageError(f"{path}: not a validation.json (expected an object with a list of 'points')")
 
 
 def build_parser() -> argparse.ArgumentParser:
