@@ -450,6 +450,8 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
         data = yamlio.loads(text)
     except yamlio._InputError as e:
         raise ConfigError(f"{p}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

@@ -127,3 +127,29 @@ def test_api_good_seed_still_runs():
     from gpusim import simulate
 
     assert simulate("elementwise_fused", gpu="h100", n=1024, seed=7).status == "ok"
+
+
+@pytest.mark.parametrize("value", ["2:08", "1_2_8", "yes", "no", "on", "0b1000", "0o200"])
+def test_yaml11_surprises_are_not_numbers(tmp_path, capsys, value, done_out):
+    out, saved = done_out
+    s = tmp_path / "y.yaml"
+    s.write_text(f"kernel: elementwise_fused\nsweep: {{n: [{value}]}}\n")
+    assert main(["run", str(s), "--out", str(out), "--no-plots"]) == 2
+    _one_line(capsys.readouterr().err)
+    _kept(out, saved)
+
+
+@pytest.mark.parametrize("depth", [1000, 3000, 5000])
+@pytest.mark.parametrize("where", ["scenario", "gpu"])
+def test_deep_nesting_is_one_line(tmp_path, capsys, depth, where, done_out):
+    out, saved = done_out
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * depth + "]" * depth + "\n")
+    s = deep
+    if where == "gpu":
+        s = tmp_path / "s2.yaml"
+        s.write_text(SCEN)
+    argv = ["run", str(s), "--out", str(out), "--no-plots"] + (["--set", f"gpu={deep}"] if where == "gpu" else [])
+    assert main(argv) == 2
+    _one_line(capsys.readouterr().err)
+    _kept(out, saved)

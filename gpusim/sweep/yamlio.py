@@ -58,6 +58,15 @@ _Loader.yaml_implicit_resolvers = {
     ch: [r for r in rs if r[0] != "tag:yaml.org,2002:float"]
     for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+# Integers and booleans as YAML 1.2 reads them: no sexagesimal (2:08 is not 128), no underscores
+# (1_2_8 is not 128), no yes/no/on/off; such values stay strings and the field check refuses them.
+_Loader.yaml_implicit_resolvers = {
+    ch: [r for r in rs if r[0] not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:bool")]
+    for ch, rs in _Loader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$"),
+                              list("-+0123456789"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
 
 
 def _children(node):
@@ -153,6 +162,8 @@ def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
         raise ScenarioError(f"{p}: cannot read: {e.strerror}") from None
     try:
         return loads(text)
+    except RecursionError:
+        raise ScenarioError(f"{p}: nested too deeply; {expected} is a few levels of mappings and lists") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{p}: {_yaml_problem(e)}") from None
     except _InputError as e:
