@@ -105,7 +105,7 @@ def _run_locked(args, sc, out, executor, runner, run_table):
     if warning:
         print(f"gpusim: warning: {warning}", file=sys.stderr)
     where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
-    print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
+    print(f"gpusim run {_printable(sc.name)}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
     rows, krows = runner.run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor,
                                       scheduler=args.scheduler, dask_timeout=args.dask_timeout)
     print(run_table(rows, sc.param_names))
@@ -374,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _printable(text) -> str:
+    """``text`` with control characters (newlines, ANSI escapes) written as escapes, so a name in a
+    file cannot forge or recolour output lines."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def main(argv=None) -> int:
     import threading
 
@@ -389,10 +395,10 @@ def main(argv=None) -> int:
     try:
         return args.fn(args) or 0
     except (ScenarioError, ConfigError, UsageError) as e:
-        print(f"gpusim: error: {e}", file=sys.stderr)
+        print(f"gpusim: error: {_printable(e)}", file=sys.stderr)
         return 2
     except KernelParamError as e:
-        print(f"gpusim: error: {e.field}: {e}", file=sys.stderr)
+        print(f"gpusim: error: {_printable(e.field)}: {_printable(e)}", file=sys.stderr)
         return 2
     except RunError as e:
         print(f"gpusim: error: {e}", file=sys.stderr)

@@ -153,3 +153,23 @@ def test_deep_nesting_is_one_line(tmp_path, capsys, depth, where, done_out):
     assert main(argv) == 2
     _one_line(capsys.readouterr().err)
     _kept(out, saved)
+
+
+@pytest.mark.parametrize("name", ["evil\\nwrote results.csv", "\\x1b[2Jcleared", "a\\rb"])
+def test_control_characters_in_names_are_escaped(tmp_path, capfd, name):
+    s = tmp_path / "n.yaml"
+    s.write_text(f'name: "{name}"\nkernel: elementwise_fused\nsweep: {{n: [1024]}}\n')
+    main(["run", str(s), "--out", str(tmp_path / "o"), "--no-plots"])
+    err = capfd.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    assert not any(ln.startswith("wrote results.csv") for ln in err.splitlines())
+
+
+@pytest.mark.parametrize("kernel", ["bad\\nname", "\\x1b[31mred"])
+def test_control_characters_in_errors_are_one_line(tmp_path, capfd, kernel):
+    s = tmp_path / "k.yaml"
+    s.write_text(f'kernel: "{kernel}"\nsweep: {{n: [1024]}}\n')
+    assert main(["run", str(s), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    err = capfd.readouterr().err
+    assert "\x1b" not in err
+    _one_line(err)
