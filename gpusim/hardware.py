@@ -318,6 +318,11 @@ class GPUConfig(BaseModel):
     def _check(self):
         if self.sram_bytes_per_cta_max > self.sram_bytes_per_sm:
             raise ValueError("sram_bytes_per_cta_max cannot exceed sram_bytes_per_sm")
+        if self.power_limit_w is not None and self.idle_power_w >= self.power_limit_w:
+            raise ValueError(f"idle_power_w ({self.idle_power_w:g}) must be below power_limit_w "
+                             f"({self.power_limit_w:g}): an idle GPU draws less than its limit")
+        if self.l2_line_bytes & (self.l2_line_bytes - 1):
+            raise ValueError(f"l2_line_bytes must be a power of two (e.g. 128), got {self.l2_line_bytes}")
         for dt in ("fp16", "bf16", "fp32"):
             if dt not in self.tensor_flops_per_s:
                 raise ValueError(f"tensor_flops_per_s needs an entry for {dt} (fp32 means tf32 dot)")

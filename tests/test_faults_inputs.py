@@ -173,3 +173,21 @@ def test_control_characters_in_errors_are_one_line(tmp_path, capfd, kernel):
     err = capfd.readouterr().err
     assert "\x1b" not in err
     _one_line(err)
+
+
+@pytest.mark.parametrize("extra", ["power_limit_w: 300\nidle_power_w: 300", "power_limit_w: 300\nidle_power_w: 500",
+                                   "l2_line_bytes: 100", "l2_line_bytes: 96"])
+def test_gpu_cross_field_checks(tmp_path, capsys, extra, done_out):
+    out, saved = done_out
+    text = "\n".join(ln for ln in (REPO / "configs" / "h100.yaml").read_text().splitlines()
+                     if not ln.startswith(tuple(f"{k.split(':')[0]}:" for k in extra.splitlines())))
+    g = tmp_path / "cross.yaml"
+    g.write_text(text + "\n" + extra + "\n")
+    with pytest.raises(ConfigError):
+        load_gpu(str(g))
+    s = tmp_path / "c.yaml"
+    s.write_text(SCEN)
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--set", f"gpu={g}"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert extra.splitlines()[-1].split(":")[0] in line
+    _kept(out, saved)
