@@ -191,3 +191,15 @@ def test_gpu_cross_field_checks(tmp_path, capsys, extra, done_out):
     line = _one_line(capsys.readouterr().err)
     assert extra.splitlines()[-1].split(":")[0] in line
     _kept(out, saved)
+
+
+def test_gpu_yaml_is_not_taken_from_the_working_directory(tmp_path, capsys, monkeypatch):
+    (tmp_path / "scen").mkdir()
+    (tmp_path / "mygpu.yaml").write_text((REPO / "configs" / "h100.yaml").read_text())
+    s = tmp_path / "scen" / "s.yaml"
+    s.write_text("kernel: elementwise_fused\ngpu: mygpu.yaml\nsweep: {n: [1024]}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(s), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    assert "mygpu.yaml" in _one_line(capsys.readouterr().err)
+    (tmp_path / "scen" / "mygpu.yaml").write_text((REPO / "configs" / "h100.yaml").read_text())
+    assert main(["run", str(s), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
