@@ -13,7 +13,7 @@ from .backends.sim.engine import LaunchSim
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
-from .hardware import CONFIG_DIR, GPUConfig, load_gpu
+from .hardware import CONFIG_DIR, ConfigError, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent, check_status
 
@@ -167,6 +167,18 @@ def _check_arg(check) -> None:
         raise ValueError(f"check must be True, False or 'auto', got {check!r}")
 
 
+def _check_gpu_seed(gpu, seed) -> None:
+    """One-line typed errors for a ``gpu`` that is no name, path or GPUConfig, and a ``seed`` numpy
+    cannot use (numpy's seeds are integers 0..2**32-1)."""
+    import os
+
+    if not isinstance(gpu, (str, os.PathLike, GPUConfig)) or (isinstance(gpu, str) and not gpu.strip()):
+        raise ConfigError(f"gpu must be a GPU name (see `gpusim gpus`), a path to a GPU YAML or a GPUConfig, "
+                          f"got {type(gpu).__name__} {str(gpu)[:40]!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer from 0 to 2**32-1, got {type(seed).__name__} {str(seed)[:40]!r}")
+
+
 def _auto_ok(workload) -> bool:
     work, elems = _check_work(workload)
     return work <= AUTO_CHECK_MAX_WORK and elems <= AUTO_CHECK_MAX_ELEMS
@@ -183,6 +195,7 @@ def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto
     ('ok', True)
     """
     _check_arg(check)
+    _check_gpu_seed(gpu, seed)
     precheck.check_options(check, fidelity, max_work)
     cfg = gpu if isinstance(gpu, GPUConfig) else _load_gpu(gpu)
     k = resolve_kernel(kernel)

@@ -126,6 +126,14 @@ def _cmd_run(args):
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
     runner.prepare_out(out)
+    from .sweep.outlock import OutLock
+
+    with OutLock(out):
+        return _run_locked(args, sc, out, executor, runner, run_table)
+
+
+def _run_locked(args, sc, out, executor, runner, run_table):
+    """The part of ``gpusim run`` done while holding ``out``'s lock."""
     if executor == "dask":
         from .sweep.executors import check_scheduler
 
@@ -137,7 +145,7 @@ def _cmd_run(args):
     if warning:
         print(f"gpusim: warning: {warning}", file=sys.stderr)
     where = f"dask at {args.scheduler}" if executor == "dask" else f"{jobs} process(es)"
-    print(f"gpusim run {sc.name}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
+    print(f"gpusim run {_printable(sc.name)}: {len(sc.points)} point(s) on {where} -> {out}", file=sys.stderr)
     rows, krows = runner.run_scenario(sc, out, jobs=jobs, force=args.force, executor=executor,
                                       scheduler=args.scheduler, dask_timeout=args.dask_timeout)
     print(run_table(rows, sc.param_names))
@@ -293,11 +301,32 @@ def _cmd_validate(args):
         if validation_file(args.reanalyze) is None:
             raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
+        _check_json(src / "validation.json" if src.is_dir() else src)
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
     from .hw.validate import main as validate_main
 
     return validate_main(args)
+
+
+def _check_json(path: Path) -> None:
+    """One line (UsageError) for a validation.json that is no regular file, too large, truncated or
+    nested absurdly deep, before the validation code reads it."""
+    import json
+
+    from .sweep.errors import ScenarioError
+    from .sweep.yamlio import read_text_bounded
+
+    try:
+        data = json.loads(read_text_bounded(path, "a validation.json", UsageError))
+    except (ScenarioError, OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to be a validation.json") from None
+    except ValueError as e:
+        raise UsageError(f"{path}: not valid JSON ({e}); was it cut short? re-run gpusim validate") from None
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        raise UsageError(f"{path}: not a validation.json (expected an object with a list of 'points')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -407,6 +436,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _printable(text) -> str:
+    """``text`` with control characters (newlines, ANSI escapes) written as escapes, so a name in a
+    file cannot forge or recolour output lines."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def main(argv=None) -> int:
     import threading
 
@@ -422,10 +457,10 @@ def main(argv=None) -> int:
     try:
         return args.fn(args) or 0
     except (ScenarioError, ConfigError, UsageError) as e:
-        print(f"gpusim: error: {e}", file=sys.stderr)
+        print(f"gpusim: error: {_printable(e)}", file=sys.stderr)
         return 2
     except KernelParamError as e:
-        print(f"gpusim: error: {e.field}: {e}", file=sys.stderr)
+        print(f"gpusim: error: {_printable(e.field)}: {_printable(e)}", file=sys.stderr)
         return 2
     except RunError as e:
         print(f"gpusim: error: {e}", file=sys.stderr)

@@ -497,8 +497,10 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
             close = difflib.get_close_matches(str(name_or_path), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown GPU {str(name_or_path)!r}{hint}; available: {', '.join(names)} or a path to a GPU YAML")
+    from .sweep import yamlio
+
     try:
-        text = p.read_text()
+        text = yamlio.read_text_bounded(p, "a GPU YAML file", ConfigError)
     except FileNotFoundError:
         raise ConfigError(f"{p}: file not found (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)") from None
     except IsADirectoryError:
@@ -508,7 +510,11 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
     except OSError as e:
         raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~10x faster, same objects
+        data = yamlio.loads(text)
+    except yamlio._InputError as e:
+        raise ConfigError(f"{p}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

@@ -131,7 +131,7 @@ def test_bad_gpu_yaml(tmp_path, capsys, edit, needles):
 
 
 @pytest.mark.parametrize("content,needle", [("", "the file is empty"), ("- a\n- b\n", "got a list"),
-                                            (BOMB + _gpu_text("sm_count: 132", "sm_count: *i"), "field sm_count")],
+                                            (BOMB + _gpu_text("sm_count: 132", "sm_count: *i"), "alias bomb")],
                          ids=["empty", "list", "alias bomb"])
 def test_gpu_yaml_not_a_config(tmp_path, capsys, content, needle):
     g = tmp_path / "mygpu.yaml"

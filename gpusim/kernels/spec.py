@@ -259,6 +259,12 @@ def resolve_kernel(name, base_dir=None) -> Kernel:
     if where.endswith(".py") or "/" in where or os.sep in where:
         module = load_kernel_file(where, base_dir)
     else:
+        if not all(part.isidentifier() for part in where.split(".")):
+            raise KernelParamError("kernel", f"{name!r}: {where!r} is not a module name (package.module) "
+                                             f"nor a path to a .py file")
+        if where.split(".")[0] in getattr(sys, "stdlib_module_names", ()):
+            raise KernelParamError("kernel", f"{name!r}: {where!r} is a Python standard-library module, not a "
+                                             f"kernel module; give path/to/file.py:name or your package.module:name")
         try:
             module = importlib.import_module(where)
         except ImportError as e:
@@ -275,6 +281,7 @@ def resolve_kernel(name, base_dir=None) -> Kernel:
 
 
 _FILE_MODULES: dict = {}
+MAX_KERNEL_FILE_BYTES = 1 << 20
 
 
 def load_kernel_file(path, base_dir=None):
@@ -285,6 +292,11 @@ def load_kernel_file(path, base_dir=None):
     p = p.resolve()
     if not p.is_file():
         raise KernelParamError("kernel", f"kernel file {str(path)!r} not found (looked for {p})")
+    if p.suffix != ".py":
+        raise KernelParamError("kernel", f"kernel file {str(path)!r}: a kernel file is Python source ending in .py")
+    if p.stat().st_size > MAX_KERNEL_FILE_BYTES:
+        raise KernelParamError("kernel", f"kernel file {str(path)!r}: {p.stat().st_size:,} bytes; a kernel file "
+                                         f"is at most {MAX_KERNEL_FILE_BYTES:,} bytes")
     key = (str(p), p.stat().st_mtime_ns)
     if key in _FILE_MODULES:
         return _FILE_MODULES[key]
@@ -292,9 +304,10 @@ def load_kernel_file(path, base_dir=None):
     spec = importlib.util.spec_from_file_location(modname, p)
     module = importlib.util.module_from_spec(spec)
     sys.modules[modname] = module       # lets pickle and dataclasses find the module
+    sys.path.insert(0, str(p.parent))   # modules beside the kernel file import as from a script
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         sys.modules.pop(modname, None)
         line = getattr(e, "lineno", None)
         if line is None:
@@ -306,6 +319,9 @@ def load_kernel_file(path, base_dir=None):
         at = f"{path}:{line}" if line else str(path)
         raise KernelParamError("kernel", f"{at}: error while importing the kernel file: "
                                          f"{type(e).__name__}: {e}") from None
+    finally:
+        if str(p.parent) in sys.path:
+            sys.path.remove(str(p.parent))
     _FILE_MODULES[key] = module
     return module
 

@@ -41,11 +41,14 @@ def _load_gpu(g: str) -> GPUConfig:
 
 def resolve_gpu(g: str, base_dir: Path) -> GPUConfig:
     """A GPU named in a scenario: a path (has a / or ends in .yaml) relative to the scenario's
-    folder, then to the working directory; otherwise a config name from configs/."""
+    folder, then in the named configs (configs/), never silently from the working directory;
+    otherwise a config name from configs/."""
     if not ("/" in g or "\\" in g or g.endswith((".yaml", ".yml"))):
         return _load_gpu(g)
     p = Path(g).expanduser()
-    tried = [p] if p.is_absolute() else list(dict.fromkeys([base_dir / p, p]))
+    from ..hardware import CONFIG_DIR
+
+    tried = [p] if p.is_absolute() else list(dict.fromkeys([Path(base_dir) / p, CONFIG_DIR / p]))
     for c in tried:
         if c.is_file():
             if c.suffix not in (".yaml", ".yml"):

@@ -66,6 +66,8 @@ def atomic_write(path: Path, text: str) -> None:
 def prepare_out(out: Path) -> Path:
     """Create ``out/points`` and check that files can be written there; returns the points folder."""
     pdir = Path(out) / "points"
+    if pdir.is_symlink():
+        raise ScenarioError(f"--out {out}: {pdir} is a symlink; gpusim writes only inside --out, remove it")
     try:
         pdir.mkdir(parents=True, exist_ok=True)
         probe = pdir / f".write-test{os.getpid()}"
@@ -101,6 +103,8 @@ def claim_out(out: Path, sc, force: bool = False) -> list:
         raise ScenarioError(f"--out {out} holds the results of scenario {owner[0]!r} ({owner[1]}), not {sc.name!r}; "
                             f"choose another --out, or add --force to remove them")
     removed = []
+    if (out / "points").is_symlink():
+        raise ScenarioError(f"--out {out}: {out / 'points'} is a symlink; --force removes files only inside --out")
     pts = list((out / "points").glob("*.json"))
     for f in pts:
         f.unlink()
@@ -112,7 +116,7 @@ def claim_out(out: Path, sc, force: bool = False) -> list:
         listed = []
     for name in dict.fromkeys(list(OUTPUT_FILES) + [str(x) for x in listed]):
         f = out / name
-        if "/" not in name and f.is_file():
+        if "/" not in name and f.is_file() and not f.is_symlink():
             f.unlink()
             removed.append(name)
     return removed

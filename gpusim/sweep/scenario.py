@@ -101,11 +101,17 @@ def kernel_ref(name: str, base_dir: Path) -> str:
 
 
 def kernel_source_hash(name: str, base_dir: Path) -> str:
-    """Hash of a kernel file's text (part of the cache key: an edited kernel is re-simulated), or ""."""
+    """Hash of a kernel file's text and of every other ``.py`` file beside it (modules it may import:
+    the file's folder is on ``sys.path`` while it is imported), part of the cache key: an edited
+    kernel or helper module is re-simulated. "" for built-in and ``module:name`` kernels."""
     ref = kernel_ref(name, base_dir)
     where = ref.rpartition(":")[0]
     if where and (where.endswith(".py") or "/" in where):
-        return hashlib.sha256(Path(where).read_bytes()).hexdigest()[:16]
+        h = hashlib.sha256(Path(where).read_bytes())
+        for f in sorted(Path(where).parent.glob("*.py")):
+            if f.name != Path(where).name and f.is_file():
+                h.update(f.name.encode() + b"\0" + f.read_bytes())
+        return h.hexdigest()[:16]
     return ""
 
 

@@ -8,7 +8,10 @@ references: nothing here copies a document, so a small file never becomes a larg
 """
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -55,6 +58,15 @@ _Loader.yaml_implicit_resolvers = {
     ch: [r for r in rs if r[0] != "tag:yaml.org,2002:float"]
     for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+# Integers and booleans as YAML 1.2 reads them: no sexagesimal (2:08 is not 128), no underscores
+# (1_2_8 is not 128), no yes/no/on/off; such values stay strings and the field check refuses them.
+_Loader.yaml_implicit_resolvers = {
+    ch: [r for r in rs if r[0] not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:bool")]
+    for ch, rs in _Loader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$"),
+                              list("-+0123456789"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
 
 
 def _children(node):
@@ -109,14 +121,37 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return f"YAML syntax error at {where}: {getattr(e, 'problem', None) or e}"
 
 
+def read_text_bounded(p: Path, expected: str, error=ScenarioError) -> str:
+    """The text of ``p`` if it is a regular file of at most MAX_FILE_BYTES: devices (/dev/zero),
+    FIFOs and symlinks to them are refused before opening, and the read never blocks or grows
+    past the cap even if the file changes under us."""
+    st = os.stat(p)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{p}: not a regular file (a device, FIFO or socket); expected {expected}")
+    if st.st_size > MAX_FILE_BYTES:
+        raise error(f"{p}: {st.st_size:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+        while data and len(data) <= MAX_FILE_BYTES:
+            more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"{p}: more than {MAX_FILE_BYTES:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
+    return data.decode("utf-8")
+
+
 def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
     """The parsed document of ``path``; every failure is a one-line ``ScenarioError`` naming the file."""
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ScenarioError(f"{p}: {size:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
-        text = p.read_text()
+        text = read_text_bounded(p, expected)
     except FileNotFoundError:
         raise ScenarioError(f"{p}: file not found") from None
     except IsADirectoryError:
@@ -127,6 +162,8 @@ def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
         raise ScenarioError(f"{p}: cannot read: {e.strerror}") from None
     try:
         return loads(text)
+    except RecursionError:
+        raise ScenarioError(f"{p}: nested too deeply; {expected} is a few levels of mappings and lists") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{p}: {_yaml_problem(e)}") from None
     except _InputError as e:
