@@ -1,0 +1,4 @@
+"""Transformer layers and whole models composed from the built-in kernels."""
+from .spec import ModelError, ModelSpec, load_model, preset_names
+
+__all__ = ["ModelError", "ModelSpec", "load_model", "preset_names"]
