@@ -7,7 +7,7 @@ from ..hardware import GPUConfig, load_gpu
 from .compose import default_attention, memory_bytes, model_ops
 from .spec import ModelSpec, load_model
 
-GB = 1e9
+GiB = 1 << 30
 _CACHE: dict = {}   # (gpu, kernel, params) -> Result, shared by every point of a run
 
 
@@ -66,8 +66,8 @@ def _infeasible_memory(mem: dict, cfg: GPUConfig) -> str:
     need = sum(mem.values())
     if need <= cfg.hbm_bytes:
         return ""
-    parts = ", ".join(f"{k} {v / GB:.1f} GB" for k, v in mem.items() if v)
-    return f"needs {need / GB:.1f} GB ({parts}) > {cfg.name}'s {cfg.hbm_bytes / GB:.1f} GB of HBM"
+    parts = ", ".join(f"{k} {v / GiB:.1f} GiB" for k, v in mem.items() if v)
+    return f"needs {need / GiB:.1f} GiB ({parts}) > {cfg.name}'s {cfg.hbm_bytes / GiB:.1f} GiB of HBM"
 
 
 def simulate_model(model: str | ModelSpec, *, phase: str = "prefill", batch: int = 1, seq_len: int | None = None,
