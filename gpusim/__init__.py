@@ -8,8 +8,9 @@ from . import sweep  # callable: gpusim.sweep(kernel, gpu=..., **params_or_lists
 from .api import simulate, simulate_workload
 from .hardware import GPUConfig, available_gpus, load_gpu
 from .kernels import KERNELS, build
+from .models import simulate_model
 from .result import KernelResult, Result
 
 __version__ = "0.1.0"
 __all__ = ["simulate", "simulate_workload", "GPUConfig", "available_gpus", "load_gpu", "KERNELS", "build",
-           "KernelResult", "Result", "sweep", "__version__"]
+           "KernelResult", "Result", "sweep", "simulate_model", "__version__"]

@@ -115,6 +115,14 @@ def _cmd_run(args):
     from .sweep import runner
     from .sweep.scenario import load_scenario
 
+    from .models import scenario as model_scenario
+    if model_scenario.is_model_scenario(args.scenario):   # model: and phase: instead of kernel:
+        try:
+            df = model_scenario.run(args.scenario, Path(args.out or Path("results") / Path(args.scenario).stem),
+                                    plots=not args.no_plots)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return 1 if (df.status == "error").any() else 0
     executor = args.executor or ("dask" if args.scheduler else "local")
     if executor == "local" and args.scheduler:
         raise UsageError(f"--scheduler {args.scheduler}: only used with --executor dask")
