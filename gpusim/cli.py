@@ -306,10 +306,12 @@ def _cmd_validate(args):
     if args.reanalyze:
         from .hw.validate.rows import validation_file
 
-        if validation_file(args.reanalyze) is None:
+        src = validation_file(args.reanalyze)
+        if src is None:
             raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
-        _check_json(src / "validation.json" if src.is_dir() else src)
+        if src.suffix != ".gz":         # the recorded data is compressed, and read by load_validation
+            _check_json(src)
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
     from .hw.validate import main as validate_main

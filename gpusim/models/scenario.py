@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import yaml
+from ..sweep.yamlio import read_yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .simulate import simulate_model
@@ -27,15 +27,17 @@ class ModelScenario(BaseModel):
 
 
 def is_model_scenario(path) -> bool:
+    """Whether the scenario file names a model; any file it cannot read is left to the scenario
+    loader, which says why in one line."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
+        data = read_yaml(path)
+    except Exception:   # noqa: BLE001 -- the kernel scenario loader reports it
         return False
     return isinstance(data, dict) and "model" in data
 
 
 def load(path) -> ModelScenario:
-    data = yaml.safe_load(Path(path).read_text())
+    data = read_yaml(path)
     try:
         sc = ModelScenario.model_validate(data)
     except ValidationError as e:
