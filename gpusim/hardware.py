@@ -511,7 +511,7 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
         raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
     try:
         data = yamlio.loads(text)
-    except yamlio._InputError as e:
+    except yamlio.InputError as e:
         raise ConfigError(f"{p}: {e}") from None
     except RecursionError:
         raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None

@@ -32,7 +32,7 @@ _FLOAT_12 = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)
                           |\.(?:nan|NaN|NAN))$""", re.X)
 
 
-class _InputError(Exception):
+class InputError(Exception):
     """A problem in the YAML text; the caller prefixes where the text came from."""
 
 
@@ -49,7 +49,7 @@ class _Loader(yaml.SafeLoader):
                 continue
             if first is not key_node:
                 m, m0 = key_node.start_mark, first.start_mark
-                raise _InputError(f"line {m.line + 1}, column {m.column + 1}: duplicate key {key!r} "
+                raise InputError(f"line {m.line + 1}, column {m.column + 1}: duplicate key {key!r} "
                                   f"(first at line {m0.line + 1}); each key may appear once")
         return super().construct_mapping(node, deep=deep)
 
@@ -88,14 +88,14 @@ def _check_size(root) -> None:
             on_path.discard(i)
             size[i] = 1 + sum(size[id(c)] for c in _children(node))
             if size[i] > MAX_EXPANDED_NODES:
-                raise _InputError(f"aliases expand to more than {MAX_EXPANDED_NODES:,} values (an alias bomb?); "
+                raise InputError(f"aliases expand to more than {MAX_EXPANDED_NODES:,} values (an alias bomb?); "
                                   f"write the values out or use fewer aliases")
             continue
         if i in size:
             continue
         if i in on_path:
             m = node.start_mark
-            raise _InputError(f"line {m.line + 1}: a YAML alias refers to a node that contains it; "
+            raise InputError(f"line {m.line + 1}: a YAML alias refers to a node that contains it; "
                               f"recursive structures are not allowed")
         on_path.add(i)
         stack.append((node, True))
@@ -103,7 +103,7 @@ def _check_size(root) -> None:
 
 
 def loads(text: str):
-    """Parse one YAML document with the checks above; raises ``yaml.YAMLError`` or ``_InputError``."""
+    """Parse one YAML document with the checks above; raises ``yaml.YAMLError`` or ``InputError``."""
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -166,7 +166,7 @@ def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
         raise ScenarioError(f"{p}: nested too deeply; {expected} is a few levels of mappings and lists") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{p}: {_yaml_problem(e)}") from None
-    except _InputError as e:
+    except InputError as e:
         raise ScenarioError(f"{p}: {e}") from None
 
 
@@ -195,7 +195,7 @@ def parse_assignment(a: str, src: str = "--set") -> tuple:
     except yaml.YAMLError as e:
         raise ScenarioError(f"{src} {a!r}: {key.strip()}: value {raw!r} is not valid YAML "
                             f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
-    except _InputError as e:
+    except InputError as e:
         raise ScenarioError(f"{src} {a!r}: {key.strip()}: {e}") from None
     return storage_path(key), val
 
