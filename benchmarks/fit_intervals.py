@@ -61,9 +61,26 @@ def validation_dirs(data_dir: Path = DATA_DIR) -> list:
             + [("micro", d) for d in sorted(data_dir.glob("micro/val_*"))])
 
 
-def load_records(data_dir: Path = DATA_DIR) -> list:
+def load_predictions(path) -> dict:
+    """{(folder, point): {"predicted_us", "dram_bytes", "launch_us"}} from a table of
+    ``benchmarks/repredict.py`` (the model of a stated commit, every point re-predicted)."""
+    import pandas as pd
+
+    t = pd.read_csv(path, dtype={"launch": "string"})
+    out = {}
+    for (sc, pt), g in t.groupby(["scenario", "point"], sort=False):
+        p = g[g["scope"] == "point"].iloc[0]
+        out[(sc, int(pt))] = {"predicted_us": float(p["predicted_us"]),
+                              "dram_bytes": float(p["predicted_dram_read_bytes"] or 0) + float(
+                                  p["predicted_dram_write_bytes"] or 0),
+                              "launch_us": [float(x) for x in g[g["scope"] == "launch"]["predicted_us"].fillna(0)]}
+    return out
+
+
+def load_records(data_dir: Path = DATA_DIR, predictions=None) -> list:
     """Every compared point: its set, folder, start time, kernel, params, measured and predicted us
-    and predicted DRAM bytes. The one place that reads the recorded files."""
+    and predicted DRAM bytes. The one place that reads the recorded files. With ``predictions``
+    (a ``load_predictions`` dict) the predictions are those, not the ones stored at recording."""
     out = []
     for set_, d in validation_dirs(data_dir):
         meta = load_validation(d)
@@ -76,11 +93,17 @@ def load_records(data_dir: Path = DATA_DIR) -> list:
                 continue
             p = points[int(r["point"])]
             dram = sum(float(r[c] or 0) for c in ("predicted_dram_read_bytes", "predicted_dram_write_bytes"))
-            out.append({"set": set_, "scenario": d.name, "started": meta.get("started") or "", "point": int(r["point"]),
-                        "kernel": p["kernel"], "params": p["params"], "measured_us": float(r["measured_us"]),
-                        "predicted_us": float(r["predicted_us"]), "dram_bytes": dram,
-                        "launch_us": [float(x["predicted_us"] or 0) for x in table
-                                      if x["scope"] == "launch" and x["point"] == r["point"]]})
+            rec = {"set": set_, "scenario": d.name, "started": meta.get("started") or "", "point": int(r["point"]),
+                   "kernel": p["kernel"], "params": p["params"], "measured_us": float(r["measured_us"]),
+                   "predicted_us": float(r["predicted_us"]), "dram_bytes": dram,
+                   "launch_us": [float(x["predicted_us"] or 0) for x in table
+                                 if x["scope"] == "launch" and x["point"] == r["point"]]}
+            if predictions is not None:
+                new = predictions.get((d.resolve().relative_to(data_dir.resolve()).as_posix(), rec["point"]))
+                if new is None or not new["predicted_us"] > 0:
+                    continue
+                rec.update(new)
+            out.append(rec)
     return out
 
 
@@ -103,14 +126,15 @@ def assign_rounds(recs: list) -> None:
             r["round"] = min(named, key=lambda tk: abs(seconds(tk[0]) - seconds(r["started"])))[1]
 
 
-def residual_table(data_dir: Path = DATA_DIR) -> list:
-    """The residual table: one row per recorded point, r = log(measured / predicted), its features."""
+def residual_table(data_dir: Path = DATA_DIR, predictions=None) -> list:
+    """The residual table: one row per recorded point, r = log(measured / predicted), its features
+    (``predictions``: see ``load_records``)."""
     from gpusim.backends.sim.cost import InfeasibleError, occupancy
     from gpusim.hardware import load_gpu
     from gpusim.kernels import resolve_kernel
 
     cfg = load_gpu(intervals.MEASURED_CONFIG)
-    recs = load_records(data_dir)
+    recs = load_records(data_dir, predictions)
     assign_rounds(recs)
     rows = []
     for r in recs:
@@ -257,19 +281,25 @@ def main(argv=None) -> int:
     ap.add_argument("--heldout-table", help="write the residuals of the --check test points (what "
                     "tests/test_intervals.py reads) here")
     ap.add_argument("--out", default=str(OUT), help="where to write the interval table")
+    ap.add_argument("--predictions", help="fit on this table of benchmarks/repredict.py (every point re-predicted "
+                    "by one model) instead of the predictions stored at recording")
+    ap.add_argument("--fit-round", type=int, default=FIT_ROUND, help="--check: fit on rounds <= this")
     args = ap.parse_args(argv)
-    rows = residual_table()
+    preds = load_predictions(args.predictions) if args.predictions else None
+    rows = residual_table(predictions=preds)
     if args.table:
         write_table(rows, Path(args.table))
     if args.heldout_table:
-        write_table([r for r in rows if r["round"] > FIT_ROUND and r["set"] == "heldout"], Path(args.heldout_table),
-                    TEST_COLUMNS)
+        write_table([r for r in rows if r["round"] > args.fit_round and r["set"] == "heldout"],
+                    Path(args.heldout_table), TEST_COLUMNS)
     if args.check:
-        print(check(rows))
+        print(check(rows, args.fit_round))
         return 0
     table = fit(rows)
     table["fitted_on"] = {"points": len(rows), "rounds": f"1-{max(r['round'] for r in rows)}",
-                          "source": "data/h200 (recorded, heldout, micro)"}
+                          "source": "data/h200 (recorded, heldout, micro)",
+                          "predictions": (Path(args.predictions).name if args.predictions
+                                          else "stored at recording")}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {args.out}: {len(table['groups'])} groups from {len(rows)} points; splits {table['splits']}")
