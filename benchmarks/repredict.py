@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpusim.compiler import view_name  # noqa: E402
-from gpusim.hw.validate import resimulate  # noqa: E402
+from gpusim.hardware import load_gpu  # noqa: E402
+from gpusim.hw.validate.predict import simulate_all  # noqa: E402
+from gpusim.hw.validate.rows import build_rows, load_validation  # noqa: E402
 
 DATA_DIR = ROOT / "data" / "h200"
 COLUMNS = ("scenario", "point", "scope", "launch", "predicted_us", "predicted_dram_read_bytes",
@@ -58,15 +60,20 @@ def main(argv=None) -> int:
     out = Path(args.out or DATA_DIR / f"repredicted_{'estimate' if view == 'estimate' else 'compiled'}.csv.gz")
     dirs = [Path(d) for d in args.dirs] or folders()
     model, frames, t0 = commit(), [], time.time()
-    for i, d in enumerate(dirs):
-        rows = resimulate(d, args.gpu, jobs=args.jobs)
-        df = pd.DataFrame(rows)
+    cfg = load_gpu(args.gpu)
+    data = [load_validation(d) for d in dirs]
+    recs = [r for v in data for r in v["points"]]      # every point of every folder in one pool
+    print(f"{len(recs)} points in {len(dirs)} folders, view {view}, {args.jobs} processes", flush=True)
+    preds = simulate_all([(r["kernel"], r["params"], r.get("fidelity", "fast")) for r in recs], cfg, args.jobs)
+    for r, p in zip(recs, preds):
+        r["predicted"] = p
+    for d, v in zip(dirs, data):
+        df = pd.DataFrame(build_rows(v["points"], cfg.name, v.get("param_names")))
         df = df[[c for c in COLUMNS[1:] if c in df.columns]].copy()
         df.insert(0, "scenario", d.resolve().relative_to(DATA_DIR.resolve()).as_posix()
                   if d.resolve().is_relative_to(DATA_DIR.resolve()) else d.name)
         frames.append(df)
-        print(f"[{i + 1}/{len(dirs)}] {d.name}: {int((df['scope'] == 'point').sum())} points "
-              f"({time.time() - t0:.0f} s)", flush=True)
+    print(f"predicted in {time.time() - t0:.0f} s", flush=True)
     table = pd.concat(frames, ignore_index=True)
     table["view"], table["model"] = view, model
     table.to_csv(out, index=False, float_format="%.6g")
