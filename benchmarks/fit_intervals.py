@@ -80,7 +80,8 @@ def load_predictions(path) -> dict:
 def load_records(data_dir: Path = DATA_DIR, predictions=None) -> list:
     """Every compared point: its set, folder, start time, kernel, params, measured and predicted us
     and predicted DRAM bytes. The one place that reads the recorded files. With ``predictions``
-    (a ``load_predictions`` dict) the predictions are those, not the ones stored at recording."""
+    (a ``load_predictions`` dict) the predictions are those where it has them, not the ones stored
+    with the recording (``benchmarks/validation_table.py --check`` tells whether those still hold)."""
     out = []
     for set_, d in validation_dirs(data_dir):
         meta = load_validation(d)
@@ -98,11 +99,10 @@ def load_records(data_dir: Path = DATA_DIR, predictions=None) -> list:
                    "predicted_us": float(r["predicted_us"]), "dram_bytes": dram,
                    "launch_us": [float(x["predicted_us"] or 0) for x in table
                                  if x["scope"] == "launch" and x["point"] == r["point"]]}
-            if predictions is not None:
+            if predictions is not None:     # a point the table lacks keeps its stored prediction
                 new = predictions.get((d.resolve().relative_to(data_dir.resolve()).as_posix(), rec["point"]))
-                if new is None or not new["predicted_us"] > 0:
-                    continue
-                rec.update(new)
+                if new is not None and new["predicted_us"] > 0:
+                    rec.update(new)
             out.append(rec)
     return out
 
