@@ -82,3 +82,19 @@ def test_no_line_plots_says_why_in_one_line(tmp_path, capsys):
     bad = [dict(r, status="infeasible") for r in _rows(stages=(3,), srams=(233472,))]
     plots.line_plots(tmp_path, bad, ["num_stages", "gpu.l2_bytes"])
     assert capsys.readouterr().err == "gpusim report: no line plots: no point along gpu.l2_bytes is ok (2 infeasible)\n"
+
+
+def test_roofline_roofs_are_the_what_if_gpus():
+    from gpusim.hardware import load_gpu
+    from gpusim.output.roofline import what_if_config
+
+    h100 = load_gpu("h100")
+    rows = [dict(r, **{"gpu.hbm_read_bandwidth_bytes_per_s": 2e12}) for r in _rows(srams=(233472,))]
+    cfg, note = what_if_config(h100, rows)
+    assert cfg.hbm_read_bandwidth_bytes_per_s == 2e12 and cfg.l2_bytes == h100.l2_bytes   # l2 varies: not applied
+    assert note == "what-if: sram_bytes_per_sm=233472, sram_bytes_per_cta_max=232448, hbm_read_bandwidth_bytes_per_s=2e+12"
+    varied = [dict(r, **{"gpu.hbm_read_bandwidth_bytes_per_s": 2e12 * (1 + i % 2)}) for i, r in enumerate(rows)]
+    cfg, note = what_if_config(h100, varied)
+    assert cfg.hbm_read_bandwidth_bytes_per_s == h100.hbm_read_bandwidth_bytes_per_s
+    assert "without gpu.hbm_read_bandwidth_bytes_per_s, which differs between the points" in note
+    assert what_if_config(h100, _rows(srams=(233472,), l2s=(4194304,)))[0].l2_bytes == 4194304
