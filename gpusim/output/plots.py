@@ -94,7 +94,8 @@ def no_line_plots(rows, param_names, sweep_order=()) -> str:
     axis = sweep_axis(rows, param_names, sweep_order)
     if axis is None:
         only = [n for n in ("kernel", "gpu") if len(distinct(rows, n)) > 1]
-        return ("only one value per parameter and GPU field" + (f" (only {' and '.join(only)} vary: see the roofline)"
+        verb = "vary" if len(only) > 1 else "varies"
+        return ("only one value per parameter and GPU field" + (f" (only {' and '.join(only)} {verb}: see the roofline)"
                                                               if only else ""))
     if not any(is_ok(r) and pval(r.get(axis, "")) != "" for r in rows):
         kinds = {}

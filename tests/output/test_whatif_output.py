@@ -78,7 +78,7 @@ def test_no_line_plots_says_why_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == "gpusim report: no line plots: only one value per parameter and GPU field\n"
     two_gpus = [dict(one[0]), dict(one[0], gpu="a100")]
     plots.line_plots(tmp_path, two_gpus, ["num_stages"])
-    assert "only gpu vary: see the roofline" in capsys.readouterr().err
+    assert "only gpu varies: see the roofline" in capsys.readouterr().err
     bad = [dict(r, status="infeasible") for r in _rows(stages=(3,), srams=(233472,))]
     plots.line_plots(tmp_path, bad, ["num_stages", "gpu.l2_bytes"])
     assert capsys.readouterr().err == "gpusim report: no line plots: no point along gpu.l2_bytes is ok (2 infeasible)\n"
