@@ -98,3 +98,16 @@ def test_roofline_roofs_are_the_what_if_gpus():
     assert cfg.hbm_read_bandwidth_bytes_per_s == h100.hbm_read_bandwidth_bytes_per_s
     assert "without gpu.hbm_read_bandwidth_bytes_per_s, which differs between the points" in note
     assert what_if_config(h100, _rows(srams=(233472,), l2s=(4194304,)))[0].l2_bytes == 4194304
+
+
+def test_tile_heatmap_gets_a_panel_per_gpu_field_value(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "rooflines", lambda *a, **k: [])
+    monkeypatch.setattr(report, "line_plots", lambda *a, **k: [])
+    rows = [{"gpu": "h100", "kernel": "matmul", "BLOCK_M": m, "BLOCK_N": n, "gpu.l2_bytes": l2, "status": "ok",
+             "time_us": 10.0 + m / 64 + n / 128 + (l2 < 1e7)} for m in (64, 128) for n in (64, 128)
+            for l2 in (4194304, 52428800)]
+    sc = SimpleNamespace(param_names=["BLOCK_M", "BLOCK_N"], data={"sweep": {}})
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        assert report.make_reports(tmp_path, sc, rows, [], fmt="svg") == [tmp_path / "tile_heatmap.svg"]
+    text = (tmp_path / "tile_heatmap.svg").read_text()
+    assert "gpu.l2_bytes=4194304" in text and "gpu.l2_bytes=52428800" in text      # two panels, not one mixed grid
