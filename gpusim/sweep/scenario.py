@@ -2,8 +2,8 @@
 
 A scenario names a GPU, a kernel, its params and an optional sweep (a cartesian product over
 params, ``gpu``, ``kernel`` and GPU config fields written ``gpu.<field>``; fields listed under
-``zip`` take their values together, the i-th of each list in one point, as one axis of the product). ``load_scenario``
-validates everything before any work starts: a mistake raises ``ScenarioError`` with one line
+``zip`` take their values together, the i-th of each list in one point, as one axis of the
+product). ``load_scenario`` validates everything before any work starts: a mistake raises ``ScenarioError`` with one line
 naming the file, the field path, the bad value and what is allowed. ``ScenarioFile`` is the
 model (``gpusim schema`` prints its JSON Schema); running points is ``runner``'s job.
 """
@@ -156,8 +156,9 @@ class ScenarioFile(BaseModel):
         n = _count(sweep)
         if n is not None:
             if n > limit:
-                raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths), more than the limit "
-                                    f"of {limit:,}; narrow the sweep, or allow it with --max-points {n}")
+                raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths, a zip group "
+                                           f"counted once), more than the limit of {limit:,}; narrow the sweep, "
+                                           f"or allow it with --max-points {n}")
         return data
 
     @field_validator("name", mode="before")
