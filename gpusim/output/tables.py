@@ -87,7 +87,8 @@ def run_table(rows: list, param_names: list) -> str:
     Every GPU field the run changes (``--set gpu.X``, a ``gpu.<field>`` sweep) has its own column."""
     gcols = gpu_field_columns(rows)
     cols = ["gpu", "kernel"] + shown_params(rows, param_names) + gcols + list(RUN_METRICS)
-    formats = {**{c: gpu_value for c in gcols},"dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
+    formats = {**{c: gpu_value for c in gcols},
+               "dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
                "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
                "tflops": lambda v: f"{float(v):.1f}"}
     rows = [dict(r, time_us_range=time_range(r)) for r in rows]
