@@ -57,7 +57,7 @@ def _cmd_tune(args):
     """gpusim tune: rank a kernel's feasible tile / warp / stage configs by predicted time."""
     import yaml
 
-    from .tune import TuneError, count_configs, indistinguishable, rank, search_space
+    from .tune import TuneError, count_configs, indistinguishable, overlap_note, rank, search_space
 
     def pairs(items, flag):
         out = {}
@@ -79,12 +79,15 @@ def _cmd_tune(args):
     if ranking.empty:
         print(f"no feasible config ({ranking.attrs['infeasible']} infeasible, {ranking.attrs['errors']} errors)")
         return 1
-    cols = ["rank", *sp, "time_us", "tflops", "bound"]
-    print(ranking[cols].head(args.top).to_string(index=False))
+    cols = ["rank", *sp, "time_us", "time_us_lo", "time_us_hi", "overlaps_best", "tflops", "bound"]
+    shown = [c for c in cols if not (c == "overlaps_best" and ranking[c].isna().all())]
+    print(ranking[shown].head(args.top).to_string(index=False))
     n = indistinguishable(ranking, 5.0)
     print(f"{len(ranking)} feasible, {ranking.attrs['infeasible']} infeasible. "
           + (f"The top {n} are within 5% of each other: indistinguishable at the model's accuracy; benchmark them."
              if n > 1 else "The best is more than 5% ahead of the next."))
+    if overlap_note(ranking):
+        print(overlap_note(ranking))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, "tune.csv")

@@ -64,7 +64,8 @@ def search_space(kernel, space: dict | None = None) -> dict:
 
 def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | None = None, jobs: int = 1):
     """Every config of ``search_space`` at ``shape``, simulated: a DataFrame of the feasible ones,
-    fastest first (a ``rank`` column from 1), with their parameters, ``time_us``, ``tflops`` and
+    fastest first (a ``rank`` column from 1), with their parameters, ``time_us`` and its 90% interval
+    (``time_us_lo``, ``time_us_hi``), ``overlaps_best`` (see ``overlaps_best``), ``tflops`` and
     ``bound``; ``.attrs["infeasible"]`` counts the configs that cannot run."""
     from . import sweep
     from .kernels import resolve_kernel
@@ -75,6 +76,7 @@ def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | Non
     df = sweep(kernel, gpu=gpu, jobs=jobs, check=False, **shape, **{n: list(v) for n, v in sp.items()})
     ok = df[df.status == "ok"].sort_values("time_us", kind="stable").reset_index(drop=True)
     ok.insert(0, "rank", range(1, len(ok) + 1))
+    ok["overlaps_best"] = overlaps_best(ok)
     ok.attrs["infeasible"] = int((df.status == "infeasible").sum())
     ok.attrs["errors"] = int((df.status == "error").sum())
     ok.attrs["space"] = sp
@@ -87,6 +89,42 @@ def indistinguishable(ranking, tol_pct: float = 5.0) -> int:
         return 0
     best = ranking.time_us.iloc[0]
     return int((ranking.time_us <= best * (1 + tol_pct / 100)).sum())
+
+
+def overlaps_best(ranking) -> list:
+    """Per config of a ranking (fastest first): True where its 90% interval (``time_us_lo`` to
+    ``time_us_hi``) overlaps the best config's, so that the two are indistinguishable within the
+    intervals; None where either has no interval (an ``-ideal`` config is a bound and carries none)."""
+    import math
+
+    def iv(i):
+        lo, hi = (ranking[c].iloc[i] if c in ranking else None for c in ("time_us_lo", "time_us_hi"))
+        ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (lo, hi))
+        return (float(lo), float(hi)) if ok else None
+
+    if ranking.empty:
+        return []
+    best = iv(0)
+    out = []
+    for i in range(len(ranking)):
+        cur = iv(i)
+        out.append(None if best is None or cur is None else (cur[0] <= best[1] and best[0] <= cur[1]))
+    return out
+
+
+def overlap_note(ranking) -> str:
+    """One line on how many configs are indistinguishable from the best within the 90% intervals
+    ('' when the ranking carries no intervals)."""
+    flags = list(ranking["overlaps_best"]) if "overlaps_best" in ranking else []
+    if not flags or flags[0] is None:
+        return ""
+    n = sum(f is True for f in flags)
+    if n <= 1:
+        return "No other config's 90% interval overlaps the best's: the best is ahead within the 90% intervals."
+    return (f"{n - 1} of the other {len(flags) - 1} configs have a 90% interval overlapping the best's "
+            f"(overlaps_best): indistinguishable from the best within the 90% intervals. Each interval bounds one "
+            f"prediction's error and the errors of one kernel's configs move together, so the order is more "
+            f"reliable than that (docs/tune.md).")
 
 
 def _config_params(cfg) -> dict:

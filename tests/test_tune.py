@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from gpusim.cli import main
-from gpusim.tune import TuneError, indistinguishable, prune_configs, rank, search_space
+from gpusim.tune import TuneError, indistinguishable, overlap_note, overlaps_best, prune_configs, rank, search_space
 
 
 def test_search_space_from_the_spec():
@@ -28,6 +28,29 @@ def test_indistinguishable():
     assert indistinguishable(r, 5.0) == 3 and indistinguishable(r, 1.0) == 1
 
 
+def test_overlaps_best_marks_intervals_that_meet_the_best():
+    r = pd.DataFrame({"time_us": [10.0, 12.0, 20.0, 11.0], "time_us_lo": [8.0, 10.5, 17.0, 7.0],
+                      "time_us_hi": [11.0, 15.0, 25.0, 7.5]})
+    # [10.5, 15] meets [8, 11]; [17, 25] starts after 11; [7, 7.5] ends before 8
+    assert overlaps_best(r) == [True, True, False, False]
+    r["overlaps_best"] = overlaps_best(r)
+    assert overlap_note(r).startswith("1 of the other 3 configs have a 90% interval overlapping the best's "
+                                      "(overlaps_best): indistinguishable from the best within the 90% intervals.")
+    alone = r.assign(overlaps_best=[True, False, False, False])
+    assert "the best is ahead within the 90% intervals" in overlap_note(alone)
+    bound = pd.DataFrame({"time_us": [10.0, 11.0], "time_us_lo": [None, None], "time_us_hi": ["", ""]})
+    bound["overlaps_best"] = overlaps_best(bound)                 # an -ideal config: no intervals, no note
+    assert list(bound.overlaps_best) == [None, None] and overlap_note(bound) == ""
+
+
+def test_cli_ranking_shows_the_overlap(capsys):
+    assert main(["tune", "elementwise_fused", "--set", "n=65536", "--space", "BLOCK=[128,4096]", "num_warps=[4]"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["rank", "BLOCK", "num_warps", "time_us", "time_us_lo", "time_us_hi",
+                                           "overlaps_best", "tflops", "bound"]
+    assert "indistinguishable from the best within the 90% intervals" in out or "ahead within the 90%" in out
+
+
 def _cfg(block, warps):
     return SimpleNamespace(kwargs={"BLOCK": block, "UNUSED": 1}, num_warps=warps, num_stages=2)
 
@@ -43,6 +66,7 @@ def test_prune_keeps_the_predicted_fastest():
     by_pred = sorted(configs, key=lambda c: times[(c.kwargs["BLOCK"], c.num_warps)])
     assert kept == by_pred[:2]
     assert list(ranking.time_us) == sorted(ranking.time_us) and list(ranking["rank"]) == list(range(1, 7))
+    assert list(ranking.overlaps_best)[0] is True and len(ranking.overlaps_best) == 6
 
 
 def test_cli_bad_space_exits_2(capsys):

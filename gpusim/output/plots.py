@@ -1,9 +1,11 @@
 """Line plots of each metric against the swept axis, with the pivot table beside each.
 
 Writes ``plot_<metric>.<fmt>`` and ``plot_<metric>.csv`` for time (µs), achieved TFLOP/s and DRAM
-bytes: one line per (kernel, gpu, other varying parameters); colour tells kernels and parameter
-combinations apart, line style tells GPUs apart. Rows that are not ok are left out and counted in
-the subtitle. A run with nothing swept gets no line plots.
+bytes: one line per (kernel, gpu, other varying parameters and GPU fields); colour tells kernels and
+parameter combinations apart, line style tells GPUs apart. The x axis is a swept parameter or GPU
+field (``gpu.<field>``); a field that moves in step with it (zipped with it) is named in the x label
+rather than splitting the lines. Rows that are not ok are left out and counted in the subtitle. A
+run that gets no line plots says why, in one line on stderr.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import csv
 from pathlib import Path
 
 from .points import (constants_line, distinct, dram_bytes, fmt_val, is_number, is_ok, num, param_help, pval,
-                     series_label, sort_key, sweep_axis, varying)
+                     series_label, sort_key, sweep_axis, varying, warn)
 from .style import LINESTYLES, color, figure, save, set_log_y, set_x_axis, titles, wrap
 
 METRICS = (
@@ -26,18 +28,22 @@ MAX_INSIDE_LEGEND = 8      # more series than this and the legend moves outside 
 
 def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
     """plot_<metric>.<fmt> + plot_<metric>.csv for each metric against the sweep axis."""
+    why = no_line_plots(rows, param_names, sweep_order)
+    if why:
+        if rows:
+            warn(f"no line plots: {why}")
+        return []
     axis = sweep_axis(rows, param_names, sweep_order)
-    if axis is None:
-        return []
     ok = [r for r in rows if is_ok(r) and pval(r.get(axis, "")) != ""]
-    if not ok:
-        return []
-    others = varying(rows, param_names, exclude=(axis,))
+    tied = in_step(ok, axis, varying(rows, param_names, exclude=(axis,)))
+    others = [n for n in varying(rows, param_names, exclude=(axis,)) if n not in tied]
     xs_all = distinct(ok, axis)
     categorical = not all(is_number(v) for v in xs_all)
     xpos = {v: (i if categorical else v) for i, v in enumerate(xs_all)}
     help_ = param_help(axis)
     xlabel = f"{axis} ({help_})" if help_ else axis
+    if tied:
+        xlabel += "\nin step: " + "; ".join(f"{n} = {', '.join(fmt_val(v) for v in tied[n])}" for n in tied)
     subtitle = "\n".join(wrap(x) for x in (constants_line(rows, param_names, skip=(axis,)),
                                            _not_shown(rows, axis)) if x)
     with_kernel = len(distinct(rows, "kernel")) > 1
@@ -79,6 +85,41 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         written.append(save(fig, out, f"plot_{stem}", fmt))
         written.append(write_pivot(Path(out) / f"plot_{stem}.csv", axis, xs_all, series))
     return written
+
+
+def no_line_plots(rows, param_names, sweep_order=()) -> str:
+    """Why ``rows`` get no line plots, in a few words ('' when they do)."""
+    if not rows:
+        return "no points"
+    axis = sweep_axis(rows, param_names, sweep_order)
+    if axis is None:
+        only = [n for n in ("kernel", "gpu") if len(distinct(rows, n)) > 1]
+        verb = "vary" if len(only) > 1 else "varies"
+        return ("only one value per parameter and GPU field" + (f" (only {' and '.join(only)} {verb}: see the roofline)"
+                                                              if only else ""))
+    if not any(is_ok(r) and pval(r.get(axis, "")) != "" for r in rows):
+        kinds = {}
+        for r in rows:
+            kinds[str(r.get("status") or "missing")] = kinds.get(str(r.get("status") or "missing"), 0) + 1
+        return f"no point along {axis} is ok ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})"
+    return ""
+
+
+def in_step(rows, axis, names) -> dict:
+    """The fields among ``names`` that move in step with ``axis`` (one value per axis value, more
+    than one overall: zipped with it) -> their values in axis order."""
+    out = {}
+    for n in names:
+        if n in ("gpu", "kernel"):
+            continue
+        seen = {}
+        for r in rows:
+            v = pval(r.get(n, ""))
+            if v != "":
+                seen.setdefault(pval(r.get(axis, "")), set()).add(v)
+        if seen and all(len(s) == 1 for s in seen.values()) and len({next(iter(s)) for s in seen.values()}) > 1:
+            out[n] = [next(iter(seen[x])) for x in sorted(seen, key=sort_key)]
+    return out
 
 
 def _not_shown(rows, axis) -> str:

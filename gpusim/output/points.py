@@ -105,9 +105,12 @@ def distinct(rows, name) -> list:
 
 
 def param_help(name: str) -> str:
-    """The help text the first kernel that takes parameter ``name`` gives it ('' if none does)."""
+    """The help text the first kernel that takes parameter ``name`` gives it ('' if none does);
+    a ``gpu.<field>`` column is a GPU config field changed by a what-if."""
     from ..kernels import KERNELS
 
+    if str(name).startswith("gpu."):
+        return "GPU config field, what-if"
     for spec in KERNELS.values():
         p = spec.param(name)
         if p is not None:

@@ -43,8 +43,39 @@ def rooflines(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         except Exception as e:
             warn(f"roofline for {gpu}: cannot load config: {e}")
             continue
-        written.append(roofline_one(out, cfg, pts, axis, others, fmt))
+        cfg, whatif = what_if_config(cfg, [r for *_, r in pts])
+        written.append(roofline_one(out, cfg, pts, axis, others, fmt, whatif))
     return written
+
+
+# the GPU fields the roofs are drawn from
+ROOF_FIELDS = ("hbm_read_bandwidth_bytes_per_s", "l2_bandwidth_bytes_per_s", "sm_count", "sm_load_bytes_per_clk",
+               "clock_hz", "tensor_flops_per_s", "fp32_flops_per_s")
+
+
+def what_if_config(cfg, rows) -> tuple:
+    """(``cfg`` with the ``gpu.<field>`` values every row shares applied, a note for the subtitle):
+    the roofs of a what-if are the changed GPU's. A roof field that differs between the points
+    cannot be drawn as one roof; the note says so."""
+    from ..sweep.gpus import with_overrides
+
+    common, differ = {}, []
+    for c in dict.fromkeys(c for r in rows for c in r if isinstance(c, str) and c.startswith("gpu.")):
+        vals = distinct(rows, c)
+        if len(vals) == 1 and isinstance(vals[0], (int, float)) and not isinstance(vals[0], bool):
+            common[c[4:]] = vals[0]
+        elif len(vals) > 1 and c[4:] in ROOF_FIELDS:
+            differ.append(c)
+    notes = []
+    if common:
+        try:
+            cfg, _ = with_overrides(cfg, common, "gpu")
+            notes.append("what-if: " + ", ".join(f"{k}={v:g}" for k, v in common.items()))
+        except Exception as e:      # rows read back from elsewhere: draw the named config's roofs, and say so
+            notes.append(f"roofs of {cfg.name} as named (the what-if fields do not apply: {type(e).__name__})")
+    if differ:
+        notes.append(f"roofs of {cfg.name} without {', '.join(differ)}, which differs between the points")
+    return cfg, "; ".join(notes)
 
 
 def roofs(cfg, dtypes) -> tuple:
@@ -64,7 +95,7 @@ def roofs(cfg, dtypes) -> tuple:
     return slopes, tensor, top
 
 
-def roofline_one(out, cfg, pts, axis, others, fmt) -> Path:
+def roofline_one(out, cfg, pts, axis, others, fmt, whatif: str = "") -> Path:
     """One GPU's roofline with ``pts`` = [(FLOP/B, FLOP/s, row)]."""
     import numpy as np
     from matplotlib.lines import Line2D
@@ -126,7 +157,7 @@ def roofline_one(out, cfg, pts, axis, others, fmt) -> Path:
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
               title="roofs and ceilings / points", title_fontsize=8.5)
     dropped = drop_overlapping_labels(fig, texts, LABEL_OFFSETS, ax, [(a, p) for a, p, _ in pts])
-    note = cfg.description
+    note = cfg.description + (f" — {whatif}" if whatif else "")
     if which:
         note += f" — labelled: {which}"
     if dropped:

@@ -67,10 +67,28 @@ def shown_params(rows: list, param_names: list) -> list:
     return [p for p in param_names if any(_cell(r.get(p)) != "" for r in rows)]
 
 
+def gpu_field_columns(rows: list) -> list:
+    """The ``gpu.<field>`` columns of ``rows`` (GPU fields a what-if changes), in row order."""
+    return list(dict.fromkeys(c for r in rows if isinstance(r, Mapping) for c in r
+                              if isinstance(c, str) and c.startswith("gpu.")))
+
+
+def gpu_value(v) -> str:
+    """A GPU field's value in a table cell: a whole number without its ``.0``, otherwise as given."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e18:
+        return str(int(v))
+    if isinstance(v, dict):
+        return ",".join(f"{k}={gpu_value(x)}" for k, x in v.items())
+    return str(v)
+
+
 def run_table(rows: list, param_names: list) -> str:
-    """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok."""
-    cols = ["gpu", "kernel"] + shown_params(rows, param_names) + list(RUN_METRICS)
-    formats = {"dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
+    """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok.
+    Every GPU field the run changes (``--set gpu.X``, a ``gpu.<field>`` sweep) has its own column."""
+    gcols = gpu_field_columns(rows)
+    cols = ["gpu", "kernel"] + shown_params(rows, param_names) + gcols + list(RUN_METRICS)
+    formats = {**{c: gpu_value for c in gcols},
+               "dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
                "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
                "tflops": lambda v: f"{float(v):.1f}"}
     rows = [dict(r, time_us_range=time_range(r)) for r in rows]

@@ -19,8 +19,11 @@ def sweep(kernel, gpu="h100", jobs: int = 1, check="auto", fidelity: str = "fast
 
     A list is swept (``seq_len=[512, 1024]``); anything else is fixed. ``kernel`` and ``gpu`` may
     be lists too; GPU what-ifs are keyword arguments named ``gpu.<field>``, e.g.
-    ``**{"gpu.l2_bytes": [25e6, 50e6]}``. Inputs are validated as a scenario file is, and a bad
-    one raises ``ScenarioError`` with the same one-line message. ``jobs`` > 1 uses processes."""
+    ``**{"gpu.l2_bytes": [25e6, 50e6]}``; each becomes a ``gpu.<field>`` column. ``zip={...}`` sweeps
+    coupled fields together, as a scenario's ``sweep: {zip: ...}`` does: ``zip={"gpu.sram_bytes_per_sm":
+    [131072, 233472], "gpu.sram_bytes_per_cta_max": [101376, 232448]}`` is two points, not four.
+    Inputs are validated as a scenario file is, and a bad one raises ``ScenarioError`` with the same
+    one-line message. ``jobs`` > 1 uses processes."""
     pd = _pandas()
     from .runner import cap_jobs, collect, result_columns
     from .executors import run_pool
@@ -33,7 +36,10 @@ def sweep(kernel, gpu="h100", jobs: int = 1, check="auto", fidelity: str = "fast
         else:
             data[name] = v
     for k, v in params.items():
-        if isinstance(v, (list, tuple)):
+        if k == "zip":
+            data["sweep"]["zip"] = {n: list(x) if isinstance(x, tuple) else x for n, x in v.items()} \
+                if isinstance(v, dict) else v
+        elif isinstance(v, (list, tuple)):
             data["sweep"][k] = list(v)
         elif k.startswith("gpu."):
             data["gpu_overrides"][k[4:]] = v

@@ -19,7 +19,7 @@ from .. import provenance
 from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 from .errors import SaveError, ScenarioError
 from .executors import DASK_TIMEOUT_S, run_dask, run_pool
-from .point import format_overrides, point_dict, run_point
+from .point import point_dict, run_point
 from .progress import Progress
 
 OUTPUT_FILES = ("results.csv", "kernels.csv", "manifest.json")
@@ -240,10 +240,10 @@ def collect(sc, records: dict, keys: list) -> tuple:
         row = {"gpu": pt.gpu, "kernel": pt.kernel}
         for n in sc.param_names:
             row[n] = pt.params.get(n, "")
+        for f in sc.gpu_override_fields:
+            row[f"gpu.{f}"] = pt.gpu_overrides.get(f, "")
         for c in METRIC_COLUMNS:
             row[c] = d["row"].get(c, "")
-        if sc.gpu_override_fields:
-            row["gpu_overrides"] = format_overrides(pt.gpu_overrides)
         rows.append(row)
         for kr in d["kernels"]:
             kr = dict(kr)
@@ -255,11 +255,18 @@ def collect(sc, records: dict, keys: list) -> tuple:
 WALL_COLUMNS = ("sim_wall_s",)     # wall times: in the manifest, so that results.csv is the same on every run
 
 
+def gpu_field_columns(sc) -> list:
+    """The columns of the GPU fields a scenario changes (``--set gpu.X``, ``gpu_overrides``, a
+    ``gpu.<field>`` sweep, zipped or not): ``gpu.<field>``, one per field, holding its value."""
+    return [f"gpu.{f}" for f in getattr(sc, "gpu_override_fields", None) or []]
+
+
 def result_columns(sc) -> list:
-    """results.csv's columns: gpu, kernel, the parameters, the metrics (less the wall times, which
-    go to the manifest: ``wall_times``), then gpu_overrides if any."""
-    return ["gpu", "kernel"] + sc.param_names + [c for c in METRIC_COLUMNS if c not in WALL_COLUMNS] + (
-        ["gpu_overrides"] if sc.gpu_override_fields else [])
+    """results.csv's columns: gpu, kernel, the parameters, a ``gpu.<field>`` column per GPU field
+    the scenario changes, then the metrics (less the wall times, which go to the manifest:
+    ``wall_times``)."""
+    return (["gpu", "kernel"] + sc.param_names + gpu_field_columns(sc)
+            + [c for c in METRIC_COLUMNS if c not in WALL_COLUMNS])
 
 
 def wall_times(rows: list) -> dict:
@@ -284,4 +291,6 @@ def write_csvs(out: Path, sc, rows: list, krows: list):
 def _fmt(v):
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, dict):           # a dict-valued GPU field (per-dtype rates): one JSON cell
+        return json.dumps(v, sort_keys=True)
     return v

@@ -1,8 +1,9 @@
 """Scenario files: the pydantic model of a scenario YAML, loading it, and expanding its sweep into points.
 
 A scenario names a GPU, a kernel, its params and an optional sweep (a cartesian product over
-params, ``gpu``, ``kernel`` and GPU config fields written ``gpu.<field>``). ``load_scenario``
-validates everything before any work starts: a mistake raises ``ScenarioError`` with one line
+params, ``gpu``, ``kernel`` and GPU config fields written ``gpu.<field>``; fields listed under
+``zip`` take their values together, the i-th of each list in one point, as one axis of the
+product). ``load_scenario`` validates everything before any work starts: a mistake raises ``ScenarioError`` with one line
 naming the file, the field path, the bad value and what is allowed. ``ScenarioFile`` is the
 model (``gpusim schema`` prints its JSON Schema); running points is ``runner``'s job.
 """
@@ -39,6 +40,12 @@ MAX_POINTS = 100_000
 SHOW_EXPANSION = 50_000
 
 _Value = Annotated[Any, WithJsonSchema({"type": ["integer", "number", "boolean", "string"]})]
+_LIST_SCHEMA = {"type": "array", "minItems": 1, "items": {"type": ["integer", "number", "boolean", "string"]}}
+_GROUP_SCHEMA = {"type": "object", "minProperties": 1, "additionalProperties": _LIST_SCHEMA}
+_SWEEP_SCHEMA = {"type": "object", "additionalProperties": _LIST_SCHEMA, "properties": {
+    "zip": {"anyOf": [_GROUP_SCHEMA, {"type": "array", "minItems": 1, "items": _GROUP_SCHEMA}],
+            "description": "fields whose equally long lists go together, the i-th values in one point "
+                           "(one axis of the product); a list of such mappings for several groups"}}}
 
 
 def _did_you_mean(word, options):
@@ -127,9 +134,10 @@ class ScenarioFile(BaseModel):
     kernel: str | None = Field(None, description="kernel name (see `gpusim kernels`) or path/to/file.py:name "
                                                  "(relative to the scenario file); required unless swept")
     params: dict[str, _Value] = Field({}, description="kernel parameters (defaults fill the rest)")
-    sweep: dict[str, Annotated[list[_Value], Field(min_length=1)]] = Field(
+    sweep: Annotated[dict[str, list[_Value] | dict[str, list[_Value]]], WithJsonSchema(_SWEEP_SCHEMA)] = Field(
         {}, description="cartesian product: a list of values for any parameter, `gpu`, `kernel` or `gpu.<field>` "
-                        "(a GPU config field, for hardware what-ifs)")
+                        "(a GPU config field, for hardware what-ifs); `zip: {field: [values], ...}` (or a list of "
+                        "such mappings) pairs equally long lists value by value, as one axis of the product")
     check: Literal["auto"] | bool = Field("auto", description="compare against the numpy executor")
     fidelity: Literal["fast", "full"] = Field("fast", description="fast samples CTAs; full simulates all")
     max_work: float | None = Field(None, gt=0, description="work limit of one point (see gpusim.precheck); "
@@ -145,11 +153,12 @@ class ScenarioFile(BaseModel):
     def _size(cls, data, info: ValidationInfo):
         sweep = data.get("sweep") if isinstance(data, dict) else None
         limit = (info.context or {}).get("max_points", MAX_POINTS)
-        if isinstance(sweep, dict) and all(isinstance(v, list) for v in sweep.values()):
-            n = math.prod(len(v) for v in sweep.values())
+        n = _count(sweep)
+        if n is not None:
             if n > limit:
-                raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths), more than the limit "
-                                    f"of {limit:,}; narrow the sweep, or allow it with --max-points {n}")
+                raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths, a zip group "
+                                           f"counted once), more than the limit of {limit:,}; narrow the sweep, "
+                                           f"or allow it with --max-points {n}")
         return data
 
     @field_validator("name", mode="before")
@@ -198,28 +207,49 @@ class ScenarioFile(BaseModel):
             return {}
         if not isinstance(v, dict):
             raise field_error("sweep", f"must be a mapping of field: [values], got {_short(v)}")
+        groups = _zip_groups(v.get(ZIP_KEY)) if ZIP_KEY in v else []
+        if groups is None:
+            raise field_error(f"sweep.{ZIP_KEY}", f"must be a mapping of field: [values] whose lists pair up value by "
+                                                  f"value (or a list of such mappings), got {_short(v[ZIP_KEY])}")
+        seen = {k: f"sweep.{k}" for k in v if k != ZIP_KEY}
+        for path, g in groups:
+            if not g:
+                raise field_error(path, "is empty; list the fields to zip, e.g. {gpu.sram_bytes_per_sm: [...], "
+                                        "gpu.sram_bytes_per_cta_max: [...]}")
+            for k in g:
+                if k in seen or k == ZIP_KEY:
+                    raise field_error(f"{path}.{k}", f"is swept twice (also as {seen.get(k, path)}); sweep a field once")
+                seen[k] = f"{path}.{k}"
+        flat = [(f"sweep.{k}", k, vals) for k, vals in v.items() if k != ZIP_KEY]
+        flat += [(f"{path}.{k}", k, vals) for path, g in groups for k, vals in g.items()]
+        kernel_list = next((vals for _, k, vals in flat if k == "kernel"), None)
         sweepable = ("gpu", "kernel") + ALL_PARAM_NAMES
-        for k, vals in v.items():
+        for where, k, vals in flat:
             if isinstance(k, str) and k.startswith("gpu.") and k[4:] not in GPU_FIELDS:
-                raise field_error(f"sweep.{k}", f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
+                raise field_error(where, f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
                                          f"GPU fields: {', '.join(GPU_FIELDS)}")
             file_kernels = any(_is_file_kernel(x) for x in [info.data.get("kernel"), *(
-                v.get("kernel") if isinstance(v.get("kernel"), list) else [])])
+                kernel_list if isinstance(kernel_list, list) else [])])
             if k not in sweepable and not str(k).startswith("gpu.") and not file_kernels:
-                raise field_error(f"sweep.{k}", f"unknown parameter{_did_you_mean(k, sweepable)}; "
-                                         f"sweepable: {', '.join(sweepable)}, gpu.<field>")
+                raise field_error(where, f"unknown parameter{_did_you_mean(k, sweepable + (ZIP_KEY,))}; "
+                                         f"sweepable: {', '.join(sweepable)}, gpu.<field>, {ZIP_KEY}")
             if not isinstance(vals, list):
-                raise field_error(f"sweep.{k}", f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
+                raise field_error(where, f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
             if not vals:
-                raise field_error(f"sweep.{k}", "is an empty list []; give at least one value")
-        for i, g in enumerate(v.get("gpu", [])):
+                raise field_error(where, "is an empty list []; give at least one value")
+        for path, g in groups:
+            if len({len(vals) for vals in g.values()}) > 1:
+                lens = ", ".join(f"{k} has {len(vals)}" for k, vals in g.items())
+                raise field_error(path, f"zipped lists must be equally long (the i-th values go together), but {lens}")
+        where = {k: w for w, k, _ in flat}
+        for i, g in enumerate(next((vals for _, k, vals in flat if k == "gpu"), [])):
             if not isinstance(g, str) or not g:
-                raise field_error(f"sweep.gpu[{i}]",
+                raise field_error(f"{where['gpu']}[{i}]",
                            f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(g)}")
-        for i, k in enumerate(v.get("kernel", [])):
+        for i, k in enumerate(kernel_list or []):
             if not isinstance(k, str):
-                raise field_error(f"sweep.kernel[{i}]", f"unknown kernel {_short(k)}; available: {', '.join(KERNELS)}")
-            kernel_of(k, _context_dir(info), f"sweep.kernel[{i}]")
+                raise field_error(f"{where['kernel']}[{i}]", f"unknown kernel {_short(k)}; available: {', '.join(KERNELS)}")
+            kernel_of(k, _context_dir(info), f"{where['kernel']}[{i}]")
         return v
 
     @field_validator("check", mode="before")
@@ -276,20 +306,21 @@ class ScenarioFile(BaseModel):
                 raise field_error(f"params.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}"
                                               f"{_did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
             _check_value(f"params.{pname}", self._kernels, pname, val)
-        for pname, vals in self.sweep.items():
+        paths = sweep_paths(self.sweep)
+        for pname, vals in flat_sweep(self.sweep).items():
             if pname in ("gpu", "kernel") or pname.startswith("gpu."):
                 continue
             if pname not in taken:
-                raise field_error(f"sweep.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}; "
+                raise field_error(paths[pname], f"{_taking(kernels, 'do')} not take {pname!r}; "
                                              f"parameters: {', '.join(taken)}")
             for i, v in enumerate(vals):
-                _check_value(f"sweep.{pname}[{i}]", self._kernels, pname, v)
+                _check_value(f"{paths[pname]}[{i}]", self._kernels, pname, v)
         base_dir = self._base_dir
-        swept = "gpu" in self.sweep
+        swept = "gpu" in paths
         for i, g in enumerate(self.gpus()):
             if g in self._configs:
                 continue
-            where = f"sweep.gpu[{i}]" if swept else "gpu"
+            where = f"{paths['gpu']}[{i}]" if swept else "gpu"
             try:
                 cfg = resolve_gpu(g, base_dir)
             except ConfigError as e:
@@ -299,18 +330,22 @@ class ScenarioFile(BaseModel):
                 if k.startswith("gpu."):
                     for j, v in enumerate(vals):
                         with_overrides(fixed, {k[4:]: v}, f"sweep.{k}[{j}]")
+            for path, grp in _zip_groups(self.sweep.get(ZIP_KEY)) or []:     # zipped fields: checked together
+                gk = [k for k in grp if k.startswith("gpu.")]
+                for j in range(len(grp[gk[0]]) if gk else 0):
+                    with_overrides(fixed, {k[4:]: grp[k][j] for k in gk}, f"{path}[{j}]")
             self._configs[g] = (cfg, fixed)
         return self
 
     def kernels(self) -> list:
-        return list(dict.fromkeys(self.sweep.get("kernel", [self.kernel])))
+        return list(dict.fromkeys(flat_sweep(self.sweep).get("kernel", [self.kernel])))
 
     def kernel_obj(self, name: str) -> Kernel:
         """The resolved Kernel of ``name`` (a kernel of this scenario)."""
         return self._kernels[name]
 
     def gpus(self) -> list:
-        return list(self.sweep.get("gpu", [self.gpu]))
+        return list(flat_sweep(self.sweep).get("gpu", [self.gpu]))
 
     def config(self, gpu: str, named: bool = False) -> GPUConfig:
         """The GPU config of ``gpu`` (a name from this scenario) with the fixed ``gpu_overrides``
@@ -329,6 +364,66 @@ def _check_value(fld: str, kernels: dict, name: str, val):
             k.resolve({name: val})
         except KernelParamError as e:
             raise field_error(fld, str(e)) from None
+
+
+ZIP_KEY = "zip"     # the sweep key whose fields take their values together
+
+
+def _zip_groups(z) -> list | None:
+    """[(path, {field: values})] of a sweep's ``zip`` entry: one mapping, or a list of them;
+    None when it is neither."""
+    if z is None:
+        return []
+    if isinstance(z, dict):
+        return [(f"sweep.{ZIP_KEY}", z)]
+    if isinstance(z, list) and z and all(isinstance(g, dict) for g in z):
+        return [(f"sweep.{ZIP_KEY}[{i}]", g) for i, g in enumerate(z)]
+    return None
+
+
+def sweep_axes(sweep: dict) -> list:
+    """The axes of the product, in scenario order: (field names, value rows). A plain key is an
+    axis of one field; a zip group one axis of its fields, row i holding each one's i-th value."""
+    axes = []
+    for k, v in (sweep or {}).items():
+        if k != ZIP_KEY:
+            axes.append(([k], [(x,) for x in v]))
+            continue
+        for _, g in _zip_groups(v) or []:
+            names = list(g)
+            axes.append((names, list(zip(*(g[n] for n in names)))))
+    return axes
+
+
+def flat_sweep(sweep: dict) -> dict:
+    """Every swept field and its values, zipped ones included, in scenario order."""
+    return {n: [row[i] for row in rows] for names, rows in sweep_axes(sweep) for i, n in enumerate(names)}
+
+
+def sweep_paths(sweep: dict) -> dict:
+    """Each swept field's path in the scenario (``sweep.seq_len``, ``sweep.zip.gpu.l2_bytes``)."""
+    out = {k: f"sweep.{k}" for k in (sweep or {}) if k != ZIP_KEY}
+    for path, g in _zip_groups((sweep or {}).get(ZIP_KEY)) or []:
+        out.update({k: f"{path}.{k}" for k in g})
+    return out
+
+
+def _count(sweep) -> int | None:
+    """The number of points of a well-formed sweep (None while it is not one)."""
+    if not isinstance(sweep, dict):
+        return None
+    n = 1
+    for k, v in sweep.items():
+        if k == ZIP_KEY:
+            groups = _zip_groups(v)
+            if groups is None or not all(g and all(isinstance(x, list) for x in g.values()) for _, g in groups):
+                return None
+            n *= math.prod(min(len(x) for x in g.values()) for _, g in groups)
+        elif isinstance(v, list):
+            n *= len(v)
+        else:
+            return None
+    return n
 
 
 @dataclass
@@ -402,20 +497,21 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
     param_names = [p for p in ALL_PARAM_NAMES if any(p in pt.params for pt in points)]
     param_names += list(dict.fromkeys(p for pt in points for p in pt.params if p not in param_names))
     hashes = {g: model.config(g, named=True).config_hash() for g in model.gpus()}
-    fields = list(model.gpu_overrides) + [k[4:] for k in model.sweep if k.startswith("gpu.")]
+    fields = list(model.gpu_overrides) + [k[4:] for k in flat_sweep(model.sweep) if k.startswith("gpu.")]
     return Scenario(model.name or Path(src).stem, src, data, points, param_names, hashes, list(overrides or []),
                     list(dict.fromkeys(fields)))
 
 
 def expand(model: ScenarioFile) -> list:
-    """The sweep's cartesian product as points (scenario order: the last sweep key varies fastest)."""
-    names = list(model.sweep)
+    """The sweep's cartesian product as points (scenario order: the last sweep key varies fastest;
+    a zip group is one axis, its fields' i-th values in one point)."""
+    axes = sweep_axes(model.sweep)
     points, configs, refs = [], {}, {}
-    total = math.prod(len(v) for v in model.sweep.values())
+    total = math.prod(len(rows) for _, rows in axes)
     bar = Progress(total, enabled=None if total >= SHOW_EXPANSION else False, what=" expanding the sweep")
-    for combo in itertools.product(*(model.sweep[k] for k in names)):
+    for combo in itertools.product(*(rows for _, rows in axes)):
         bar.update()
-        d = dict(zip(names, combo))
+        d = {n: x for (names, _), row in zip(axes, combo) for n, x in zip(names, row)}
         gpu = d.pop("gpu", model.gpu)
         kernel = d.pop("kernel", model.kernel)
         swept = {k[4:]: d.pop(k) for k in list(d) if k.startswith("gpu.")}

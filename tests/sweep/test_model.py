@@ -134,9 +134,12 @@ def test_sweep_over_a_gpu_field_records_the_overrides(tmp_path, capsys):
     assert main(["run", str(p), "--out", str(out), "--jobs", "1", "--no-plots",
                  "--set", "gpu.hbm_read_bandwidth_bytes_per_s=2e12"]) == 0, capsys.readouterr().err
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert list(rows[0])[-1] == "gpu_overrides"
-    assert [r["gpu_overrides"] for r in rows] == [
-        f"hbm_read_bandwidth_bytes_per_s=2000000000000.0;l2_bytes={n}" for n in (25000000, 50000000)]
+    cols = list(rows[0])
+    assert "gpu_overrides" not in cols
+    # one column per GPU field, after the parameters and before the metrics
+    assert cols[cols.index("BLOCK") + 1:cols.index("status")] == ["gpu.hbm_read_bandwidth_bytes_per_s", "gpu.l2_bytes"]
+    assert [r["gpu.l2_bytes"] for r in rows] == ["25000000", "50000000"]
+    assert {float(r["gpu.hbm_read_bandwidth_bytes_per_s"]) for r in rows} == {2e12}
     m = json.loads((out / "manifest.json").read_text())
     assert m["gpu_override_fields"] == ["hbm_read_bandwidth_bytes_per_s", "l2_bytes"]
     assert m["config_hashes"] == {"h100": load_gpu("h100").config_hash()}     # the named config
@@ -150,7 +153,7 @@ def test_no_override_no_column(tmp_path):
     p = _write(tmp_path, "kernel: elementwise_fused\nparams: {n: 4096}\n")
     from gpusim.sweep.runner import result_columns
 
-    assert "gpu_overrides" not in result_columns(load_scenario(p))
+    assert not [c for c in result_columns(load_scenario(p)) if c.startswith("gpu.") or c == "gpu_overrides"]
 
 
 @pytest.mark.parametrize("text,sets,needles", [
