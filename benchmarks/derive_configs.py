@@ -191,6 +191,14 @@ def _ampere_measured(d: dict, src: dict) -> None:
                                     f"{GPU_BENCHES} gpu-cache measures close to 128 B/clk/SM from the A100's L1",
         l2_line_bytes="H: 128-byte L2 cache lines of four 32-byte sectors (CUDA C++ best practices guide; "
                       "Ampere tuning guide)",
+        l2_latency_cycles="M: Luo et al., Benchmarking and Dissecting the Nvidia Hopper GPU Architecture (IPDPS "
+                          "2024, arXiv 2402.13499), A100 L2 hit 261.5 cycles; gpu-benches gpu-latency/a100_80.txt "
+                          "measures 205 cycles from the near L2 partition and about 400 from the far one",
+        hbm_latency_cycles="M: Luo et al. 2024 (arXiv 2402.13499), A100 global memory 466 cycles; gpu-benches "
+                           "gpu-latency/a100_80.txt about 550 cycles on an A100 80GB",
+        tensor_flops_per_s=src["tensor_flops_per_s"] + "; the best published full GEMM, cuBLAS bf16 271.2 TFLOP/s "
+                           "(0.869) at 1024x10240x5120 (S. Bekman, ML Engineering, maximum achievable matmul FLOPS "
+                           "table), bounds the pipe rate from below; no Ampere measurement of the pipe itself",
     )
 
 
