@@ -145,8 +145,61 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
                       "can run below its boost clock at its 400 W limit, which this config does not model)",
         idle_power_w="not set (see power_limit_w)", activity_energy_j="not set (see power_limit_w)",
     )
+    if gb == 40:
+        _ampere_measured(d, src)
     d["sources"] = src
     return d
+
+
+# Published A100 measurements (docs/validation.md, "A100 against published results"). gpu-benches:
+# J. Ernst et al., https://github.com/RRZE-HPC/gpu-benches (commit 1038c5d), raw outputs in the repository.
+GPU_BENCHES = "RRZE-HPC/gpu-benches (github.com/RRZE-HPC/gpu-benches, commit 1038c5d)"
+A100_40_STREAM = {"read": 1500e9, "write": 1539e9, "copy": 1382e9}   # gpu-stream/a100_40.txt, 100% occupancy
+A100_L2_READ = 5391.1e9          # gpu-l2-cache/a100_80.txt: median over 4 MiB < W <= 30 MiB (25 sizes, 4.0-5.45 TB/s)
+CC80 = "H: CUDA C++ Programming Guide, compute capability 8.0 (features and technical specifications table)"
+
+
+def _ampere_measured(d: dict, src: dict) -> None:
+    """The A100 40GB fields a published Ampere measurement or an sm_80 specification gives
+    (the values the H200 lent them before, where an Ampere number now exists)."""
+    d.update(hbm_read_bandwidth_bytes_per_s=A100_40_STREAM["read"],
+             hbm_write_bandwidth_bytes_per_s=A100_40_STREAM["write"],
+             hbm_copy_bandwidth_bytes_per_s=A100_40_STREAM["copy"],
+             l2_bandwidth_bytes_per_s=A100_L2_READ)
+    src.update(
+        hbm_read_bandwidth_bytes_per_s=f"M: {GPU_BENCHES}, gpu-stream/a100_40.txt (A100 40GB): read kernel (sum = A[i], "
+                                       "fp64) at 100% occupancy, 1500 GB/s = 0.965 of the 1555 GB/s datasheet",
+        hbm_write_bandwidth_bytes_per_s=f"M: {GPU_BENCHES}, gpu-stream/a100_40.txt (A100 40GB): init kernel (A[i] = c, "
+                                        "fp64), 1536-1539 GB/s from 25% occupancy up; 1539 GB/s = 0.990 of datasheet",
+        hbm_copy_bandwidth_bytes_per_s=f"M: {GPU_BENCHES}, gpu-stream/a100_40.txt (A100 40GB): scale kernel (A[i] = "
+                                       "B[i] * c, fp64, one load and one store stream) at 100% occupancy, 1382 GB/s "
+                                       "read + write = 0.889 of datasheet (triad 1358 GB/s)",
+        l2_bandwidth_bytes_per_s=f"M: {GPU_BENCHES}, gpu-l2-cache/a100_80.txt (A100 80GB SXM, the same 40 MB L2 and "
+                                 "clock as the 40GB part): all SMs read a working set W repeatedly (fp64 loads); median "
+                                 "over 4 MiB < W <= 30 MiB (3/4 of L2, as for the H200), 25 sizes, 5391 GB/s (range "
+                                 "4000-5448: above 20 MB a line no longer fits both L2 partitions); 3823 B/clk at 1.41 GHz, "
+                                 "below the whitepaper's 5120 B/clk",
+        registers_per_sm=f"{CC80}: 64K 32-bit registers per SM",
+        max_registers_per_thread=f"{CC80}: 255 registers per thread",
+        max_ctas_per_sm=f"{CC80}: 32 resident blocks per SM",
+        max_warps_per_sm=f"{CC80}: 64 resident warps (2048 threads) per SM",
+        warp_issue_per_clk_per_sm="H: A100 whitepaper (NVIDIA A100 Tensor Core GPU Architecture, 2020): four SM "
+                                  "partitions, each with one warp scheduler dispatching one warp-instruction per clock",
+        shuffle_lanes_per_clk_per_sm="H: CUDA C++ Programming Guide, arithmetic instruction throughput, cc 8.0: 32 "
+                                     "warp-shuffle results per clock per SM",
+        shared_bytes_per_clk_per_sm="H: CUDA C++ Programming Guide, shared memory (32 banks of 4 bytes); "
+                                    f"{GPU_BENCHES} gpu-cache measures close to 128 B/clk/SM from the A100's L1",
+        l2_line_bytes="H: 128-byte L2 cache lines of four 32-byte sectors (CUDA C++ best practices guide; "
+                      "Ampere tuning guide)",
+        l2_latency_cycles="M: Luo et al., Benchmarking and Dissecting the Nvidia Hopper GPU Architecture (IPDPS "
+                          "2024, arXiv 2402.13499), A100 L2 hit 261.5 cycles; gpu-benches gpu-latency/a100_80.txt "
+                          "measures 205 cycles from the near L2 partition and about 400 from the far one",
+        hbm_latency_cycles="M: Luo et al. 2024 (arXiv 2402.13499), A100 global memory 466 cycles; gpu-benches "
+                           "gpu-latency/a100_80.txt about 550 cycles on an A100 80GB",
+        tensor_flops_per_s=src["tensor_flops_per_s"] + "; the best published full GEMM, cuBLAS bf16 271.2 TFLOP/s "
+                           "(0.869) at 1024x10240x5120 (S. Bekman, ML Engineering, maximum achievable matmul FLOPS "
+                           "table), bounds the pipe rate from below; no Ampere measurement of the pipe itself",
+    )
 
 
 def main(argv=None) -> int:
