@@ -497,7 +497,7 @@ def load_gpu(name_or_path: str | Path) -> GPUConfig:
             close = difflib.get_close_matches(str(name_or_path), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown GPU {str(name_or_path)!r}{hint}; available: {', '.join(names)} or a path to a GPU YAML")
-    from .sweep import yamlio
+    from . import yamlio
 
     try:
         text = yamlio.read_text_bounded(p, "a GPU YAML file", ConfigError)
