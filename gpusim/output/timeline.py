@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..result import CTAEvent, LaunchEvent, OpEvent, TransferEvent
+from ..backends.sim.events import CTAEvent, LaunchEvent, OpEvent, TransferEvent
 
 MAX_TRACE_EVENTS = 200_000      # CTA and tile-op slices kept in timeline.json before tracks are dropped
 COUNTER_BINS = 200

@@ -23,7 +23,7 @@ import simpy
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
-from ...result import CTAEvent, OpEvent
+from .events import CTAEvent, OpEvent
 from . import codegen, cost
 from .l2 import L2Cache
 from .memory import Channel, MemoryPath
