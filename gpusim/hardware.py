@@ -113,7 +113,7 @@ def derived_overrides(cfg: "GPUConfig", overrides: dict) -> dict:
 KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
                                              "branch")),     # backends/sim/warp.py's classes
-    "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/codegen.py staging_class
+    "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/staging.py staging_class
     "activity_energy_j": ("activity", ("tensor_flop", "vector_cycle", "sfu_cycle", "sram_byte", "dram_byte",
                                         "l2_byte")),
     "request_latency_cycles": ("request latency", ("hit", "miss")),   # backends/sim/memory.py's two tables
@@ -253,7 +253,7 @@ class GPUConfig(BaseModel):
     hbm_piece_efficiency: dict[int, PositiveFloat] = {}
     # the narrowest per-thread copy cp.async makes (4, 8 or 16 bytes: PTX ISA, cp.async cp-size); a
     # staged tile whose rows are aligned to fewer bytes goes through registers (LDG + STS) and its
-    # loop does not run it ahead (backends/sim/codegen.py copies_async). 0 = every staged tile is
+    # loop does not run it ahead (backends/sim/staging.py copies_async). 0 = every staged tile is
     # copied asynchronously (ideal).
     cp_async_min_bytes: NonNegativeInt = 0
     # bytes an L2 read miss fetches from DRAM: the aligned block of this size around each missed
@@ -269,7 +269,7 @@ class GPUConfig(BaseModel):
     # the L2 request coalescer: of the sectors that k CTAs on different SMs ask for at once (the
     # same tile, in phase), the fraction the L2 slices read (the rest is merged on the way and
     # costs no slice bandwidth), by CTAs per SM, tile bytes, and k; interpolated in log2 of all
-    # three (backends/sim/codegen.py coalesced_fraction). Empty = no merging (ideal, and the
+    # three (backends/sim/coalescer.py coalesced_fraction). Empty = no merging (ideal, and the
     # A100, whose coalescer is not measured here). Measured by ncu on
     # benchmarks/micro_fidelity.py coalescek and coalescek_dense.
     l2_coalesced_fraction: dict[int, dict[int, dict[int, float]]] = {}

@@ -24,7 +24,7 @@ import simpy
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from .events import CTAEvent, OpEvent
-from . import codegen, cost
+from . import compiled_steps, cost, staging
 from .l2 import L2Cache
 from .memory import Channel, MemoryPath
 from .stats import Counters, LaunchStats, Sampling, Tally
@@ -45,7 +45,7 @@ class LaunchSim:
         self.launch, self.cfg, self.l2 = launch, cfg, l2
         self.occ = cost.occupancy(launch.program, cfg, launch.grid, view=view)   # view: compiler.view_of
         steps, self.loads = compile_program(launch.program, cfg)
-        self.steps = codegen.adjust_loops(steps, launch.program, self.occ, cfg)
+        self.steps = compiled_steps.adjust_loops(steps, launch.program, self.occ, cfg)
         self.loops = [s for s in self.steps if isinstance(s, LoopStep)]
         self.addr = {p: addresses[launch.bindings[p]] for p in launch.bindings}
         self.tensors = {p.name: p for p in launch.program.params}
@@ -343,7 +343,7 @@ class LaunchSim:
 
     def _through_registers(self, serial, ready: dict) -> dict:
         """``ready`` (load idx -> ready time) with each later staged tile of a one-stage loop
-        requested only once the earlier ones have arrived (``codegen.one_stage_serial``)."""
+        requested only once the earlier ones have arrived (``staging.one_stage_serial``)."""
         first, later = serial
         t = max((ready[i] for i in first if i in ready), default=None)
         if t is None:
@@ -365,16 +365,16 @@ class LaunchSim:
         # Triton's pipeliner waits for all but stages-2 copies at the top of an iteration and issues
         # the copy for iteration i+stages-1 after the body: tiles that feed a dot arrive stages-2
         # iterations ahead; tiles loaded into registers are not pipelined, nor are staged tiles that
-        # cp.async cannot copy (rows aligned to 2 bytes: LDG + STS, codegen.copies_async)
+        # cp.async cannot copy (rows aligned to 2 bytes: LDG + STS, staging.copies_async)
         dist = max(0, d.stages - 2)
         tensors, cfg = self.tensors, self.cfg
-        ahead_ok = [a[0].sram and dist > 0 and codegen.copies_async(tensors[a[0].tensor], a[0].shape, cfg)
+        ahead_ok = [a[0].sram and dist > 0 and staging.copies_async(tensors[a[0].tensor], a[0].shape, cfg)
                     for a in aff]
         early = [a for a, ok in zip(aff, ahead_ok) if ok]
         late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
-        # one stage: no cp.async; staged tiles go LDG -> registers -> STS (codegen.one_stage_serial)
-        serial = codegen.one_stage_serial(d) if d.stages == 1 else None
+        # one stage: no cp.async; staged tiles go LDG -> registers -> STS (staging.one_stage_serial)
+        serial = staging.one_stage_serial(d) if d.stages == 1 else None
         inflight = {}
         timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):

@@ -17,7 +17,7 @@ from collections import deque
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
-from . import codegen
+from . import access, coalescer, hbm_pieces, round_trip, staging
 from .l2 import SECTOR_SHIFT, L2Cache
 from .stats import Tally
 from .steps import LoadDesc
@@ -142,11 +142,11 @@ class MemoryPath:
         self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
                           cfg.warp_load_bytes_per_clk * num_warps if cfg.warp_load_bytes_per_clk else None)
         self.tiles: dict = {}     # (load idx, repeat, offsets) -> the tile's placement (see ``tile``) or None
-        # a tile's round trip grows with the lines it asks for at once (codegen.request_latency):
+        # a tile's round trip grows with the lines it asks for at once (round_trip.request_latency):
         # (hit, miss) extra cycles by line count, memoised
         self.req_tables = (cfg.request_latency_cycles.get("hit", {}), cfg.request_latency_cycles.get("miss", {}))
         self.req_extra: dict = {}
-        # the L2 request coalescer (codegen.merged_share): requests for a tile while an earlier one
+        # the L2 request coalescer (coalescer.merged_share): requests for a tile while an earlier one
         # is in flight form a run; the n-th of a run costs the slices its share of the bytes
         self.merge_table, self.ctas_per_sm = cfg.l2_coalesced_fraction, ctas_per_sm
         self.runs: dict = {}       # tile key -> [ready time of the run's first request, requests in the run]
@@ -156,7 +156,7 @@ class MemoryPath:
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
-        bytes, HBM cost per missed byte: codegen.hbm_piece_cost) of a load's tile
+        bytes, HBM cost per missed byte: hbm_pieces.hbm_piece_cost) of a load's tile
         (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
         shape = d.shape
         if nrep > 1:
@@ -172,16 +172,16 @@ class MemoryPath:
         # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot are
         # staged into shared memory, at the cost measured for their rows' alignment (stage_dot)
         if d.sram:
-            cost = nbytes * codegen.staging_cost(t, d.shape, codegen.vector_width(t, d.shape), self.cfg)
+            cost = nbytes * staging.staging_cost(t, d.shape, access.vector_width(t, d.shape), self.cfg)
             port = cost
         else:
-            cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (codegen.port_width)
+            cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (access.port_width)
         # the DRAM's rate for the contiguous pieces one iteration's tile gives (a merged tile stands
         # for iterations that each read their own piece at their own time)
         r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
         piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, codegen.hbm_piece_cost(piece, self.cfg))
+                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, hbm_pieces.hbm_piece_cost(piece, self.cfg))
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
@@ -276,20 +276,20 @@ class MemoryPath:
 
     def merged(self, tile_bytes: int, n: int) -> float:
         """The share of its bytes the n-th request of a run for one tile costs the L2 slices
-        (codegen.merged_share), memoised."""
+        (coalescer.merged_share), memoised."""
         key = (tile_bytes, n)
         x = self.merge_cost.get(key)
         if x is None:
-            x = self.merge_cost[key] = codegen.merged_share(self.merge_table, self.ctas_per_sm, tile_bytes, n)
+            x = self.merge_cost[key] = coalescer.merged_share(self.merge_table, self.ctas_per_sm, tile_bytes, n)
         return x
 
     def request_extra(self, lines: int, miss: bool) -> float:
         """Extra round-trip cycles of a tile that asks for ``lines`` lines at once (one iteration's:
-        a merged tile stands for several), memoised (codegen.request_latency)."""
+        a merged tile stands for several), memoised (round_trip.request_latency)."""
         key = (lines, miss)
         x = self.req_extra.get(key)
         if x is None:
-            x = self.req_extra[key] = codegen.request_latency(self.req_tables[miss], lines)
+            x = self.req_extra[key] = round_trip.request_latency(self.req_tables[miss], lines)
         return x
 
     def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
@@ -304,8 +304,8 @@ class MemoryPath:
         nbytes = rows * row_bytes
         if sm is not None:
             # a store Triton splits into element-wide partial-sector writes holds the SM's load/store
-            # path for the narrow copy's measured time (codegen.port_width, codegen.store_port_bytes)
-            port = codegen.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
+            # path for the narrow copy's measured time (access.port_width, access.store_port_bytes)
+            port = access.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
             if port > nbytes:
                 sm.port.transfer(port, now)
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
