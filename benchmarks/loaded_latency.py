@@ -7,7 +7,7 @@ flight a CTA's round trip is about k x the cycles per tile, so its growth is dRT
 The DRAM's utilisation u is the measured bytes read over the time over the peak read rate. A queue
 whose response time scales as 1 / (1 - u) gives dRT = c x (u / (1 - u) - u1 / (1 - u1)); c is
 printed per pair and their median beside the idle HBM latency of the config (hbm_latency_cycles),
-the scale that backends/sim/memory.py LoadedLatency uses. Nothing here is fitted into a config.
+the scale that backends/sim/loaded_latency.py LoadedLatency uses. Nothing here is fitted into a config.
 
 usage: python benchmarks/loaded_latency.py [--gpu configs/h200.yaml]
 """

@@ -1,4 +1,9 @@
-"""The Python API: ``simulate(kernel, gpu=..., **params) -> Result``."""
+"""The Python API: ``simulate(kernel, gpu=..., **params) -> Result``.
+
+Launch overheads: each launch adds ``launch_overhead_us`` and a timed region ``sync_overhead_us``
+once (docs/model.md, "Launch overhead"; ablation "launch and sync overheads" off: median / p90
+|error| +0.3 / +18.1 points on the recorded points, +2.5 / +11.9 on the held-out points).
+"""
 from __future__ import annotations
 
 import time

@@ -1,6 +1,8 @@
 """GPU configurations: pydantic models with units in field names, loaded from configs/*.yaml.
 
 No hardware number lives outside configs/: the simulator reads everything from a ``GPUConfig``.
+The schema and its checks live here; reading the files is ``config_io``, the plausible range of
+each field ``plausible``, what a what-if derives ``whatif`` (all re-exported here).
 """
 from __future__ import annotations
 
@@ -9,138 +11,24 @@ import json
 import math
 from pathlib import Path
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
-
-
-KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-
-# Plausible range of each numeric field: (low, high, unit hints). The ranges are wide (about 10x
-# beyond every GPU in hardware.md on each side) so that they only catch unit mistakes: a value
-# outside its range whose rescaling by a hint's factor lands inside gets "did you mean ...?".
-# Hints are (factor, unit the value was probably written in).
-_RATE_HINTS = ((1e12, "TB/s"), (1e9, "GB/s"))
-PLAUSIBLE = {
-    "sm_count": (1, 1024, ()),                                # A100 108, H100/H200 132
-    "compute_capability": (10, 200, ((10, "major x 10 + minor"),)),   # 80 (A100), 90 (H100/H200)
-    "clock_hz": (1e8, 1e10, ((1e6, "MHz"), (1e9, "GHz"))),    # 1.41 .. 1.98 GHz
-    "sram_bytes_per_sm": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),          # 164 .. 228 KiB
-    "sram_bytes_per_cta_max": (4 * KIB, 16 * MIB, ((KIB, "KiB"),)),
-    "registers_per_sm": (1024, 1 << 22, ((1024, "K registers"),)),       # 64K
-    "max_registers_per_thread": (16, 4096, ()),              # 255
-    "max_ctas_per_sm": (1, 1024, ()),                        # 32
-    "max_warps_per_sm": (1, 1024, ()),                       # 64
-    "l2_bytes": (64 * KIB, 4 * GIB, ((MIB, "MiB"), (KIB, "KiB"))),     # 40 .. 60 MiB
-    "l2_line_bytes": (32, 256, ()),                          # 128 (the L2 model: 1 to 8 sectors of 32 B)
-    "l2_ways": (1, 1024, ()),                                # 16
-    "l2_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 7 .. 9 TB/s
-    "l2_latency_cycles": (10, 10000, ()),                    # ~263 .. 289
-    "l2_write_bandwidth_bytes_per_s": (1e11, 1e15, _RATE_HINTS),   # 4.3 TB/s (H200, measured)
-    "sm_load_bytes_per_clk": (1, 4096, ()),                  # 64 .. 102
-    "hbm_bytes": (GIB, 1 << 46, ((GIB, "GiB"),)),            # 40 .. 141 GiB
-    "hbm_read_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),   # 1.5 .. 4.8 TB/s
-    "hbm_write_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),
-    "hbm_copy_bandwidth_bytes_per_s": (1e10, 2e15, _RATE_HINTS),
-    "hbm_latency_cycles": (10, 100000, ()),                  # ~466 .. 667
-    "tensor_flops_per_s": (1e12, 1e17, ((1e12, "TFLOP/s"),)),     # 156 .. 989 TFLOP/s
-    "fp32_flops_per_s": (1e11, 1e16, ((1e12, "TFLOP/s"),)),       # 19.5 .. 67 TFLOP/s
-    "sfu_ops_per_clk_per_sm": (0.5, 4096, ()),               # 16
-    "simt_lane_ops_per_clk_per_sm": (0.1, 1e5, ()),          # 25 .. 214 measured
-    "cta_dispatch_ns": (0, 1e5, ()),                         # 0.6 measured
-    "scalar_access_per_clk_per_sm": (0.05, 1e4, ()),         # 2.0 .. 3.3 measured
-    "staged_access_cost": (1.0, 100.0, ()),                  # 1.25 .. 3.3 measured
-    "hbm_piece_efficiency": (0.01, 1.0, ()),                 # 0.54 (32-byte pieces) .. 1 measured
-    "cp_async_min_bytes": (0, 16, ()),                       # 4 (PTX cp.async cp-size 4, 8, 16)
-    "l2_fetch_bytes": (0, 4096, ()),                         # 64 measured (ncu: every other sector hits)
-    "request_latency_cycles": (0, 100000, ()),               # 0 .. ~850 measured (256 lines at once)
-    "l2_coalesced_fraction": (0.01, 1.0, ()),                # 0.30 .. 0.93 measured (ncu)
-    "warp_issue_per_clk_per_sm": (1, 16, ()),               # 4 schedulers per SM
-    "hbm_queue_window_cycles": (64, 1e8, ()),                # 8192 (4 us at 1.98 GHz)
-    "cta_async_fill_bytes_per_clk": (1, 4096, ()),           # ~56 measured (cp.async into SRAM)
-    "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
-    "dependent_latency_cycles": (0, 10000, ()),              # 0 .. 120 fitted (cycles per class)
-    "shuffle_lanes_per_clk_per_sm": (1, 4096, ()),           # 32
-    "shared_bytes_per_clk_per_sm": (16, 1 << 16, ()),        # 128
-    "power_limit_w": (10, 1e4, ((1e3, "kW"),)),              # 400 (A100 SXM) .. 700 W (H100/H200 SXM)
-    "idle_power_w": (0, 5000, ()),                           # ~80 W measured (H200 idle)
-    "activity_energy_j": (0, 1e-6, ((1e-12, "pJ"), (1e-9, "nJ"))),   # 3e-11 J/B .. 1e-9 J/cycle measured
-    "dvfs_energy_exponent": (0, 6, ()),                      # 2.27 measured (C V^2 f with V ~ f: 2)
-    "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
-    "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
-}
-
-# What a what-if keeps when it changes one field (``derived_overrides``, applied to --set gpu.X and
-# sweep: gpu.X by sweep/gpus.with_overrides):
-# - sm_count: each SM's rate. The GPU-wide peaks below are divided among the SMs
-#   (tensor_flops_per_clk_per_sm, vector_ops_per_clk_per_sm), and an SM's tensor cores and FP32
-#   lanes are its own, so these scale with the SM count.
-# - hbm_read / hbm_write bandwidth: the DRAM's bus turnaround, the time a copy takes beyond its
-#   reads and writes at their own rates (2/copy - 1/read - 1/write per byte pair). Holding the copy
-#   rate instead made a faster read channel lengthen each written byte (2/copy - 1/read), and a
-#   kernel slower (elementwise_fused on the h100, reads x4: 10.32 -> 10.69 us).
-SM_WIDE_PEAKS = ("tensor_flops_per_s", "fp32_flops_per_s")
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-
-
-def derived_overrides(cfg: "GPUConfig", overrides: dict) -> dict:
-    """``overrides`` plus the fields that follow from them (see above); a field the overrides
-    set themselves is kept as given."""
-    out = dict(overrides)
-    n = overrides.get("sm_count")
-    if _number(n) and n != cfg.sm_count:
-        for f in SM_WIDE_PEAKS:
-            if f not in out:
-                v = getattr(cfg, f)
-                out[f] = {k: x * n / cfg.sm_count for k, x in v.items()} if isinstance(v, dict) else v * n / cfg.sm_count
-    rd, wr = (overrides.get(f"hbm_{d}_bandwidth_bytes_per_s") for d in ("read", "write"))
-    if (cfg.hbm_copy_bandwidth_bytes_per_s and "hbm_copy_bandwidth_bytes_per_s" not in out
-            and (_number(rd) or _number(wr))):
-        R, W = cfg.hbm_read_bandwidth_bytes_per_s, cfg.hbm_write_bandwidth_bytes_per_s
-        turnaround = max(0.0, 2.0 / cfg.hbm_copy_bandwidth_bytes_per_s - 1.0 / R - 1.0 / W)
-        R, W = (rd if _number(rd) else R), (wr if _number(wr) else W)
-        out["hbm_copy_bandwidth_bytes_per_s"] = 2.0 / (1.0 / R + 1.0 / W + turnaround)
-    return out
+from .config_io import CONFIG_DIR, ConfigError, available_gpus, config_path, read_config, validation_error  # noqa: F401
+from .plausible import PLAUSIBLE, plausibility_problem  # noqa: F401
+from .whatif import SM_WIDE_PEAKS, derived_overrides  # noqa: F401
 
 
 # the keys a dict field takes: (what they are, the allowed ones)
 KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
                                              "branch")),     # backends/sim/warp.py's classes
-    "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/codegen.py staging_class
+    "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/staging.py staging_class
     "activity_energy_j": ("activity", ("tensor_flop", "vector_cycle", "sfu_cycle", "sram_byte", "dram_byte",
                                         "l2_byte")),
     "request_latency_cycles": ("request latency", ("hit", "miss")),   # backends/sim/memory.py's two tables
 }
-
-
-def _scaled(v: float, factor: float, unit: str) -> str:
-    """``v`` read as written in ``unit`` (``factor`` base units), as a value for the YAML file."""
-    exp = math.log10(factor)
-    if exp > 0 and abs(exp - round(exp)) < 1e-9 and v * factor >= 1e4:
-        return f"{v:g}e{int(round(exp))} ({unit})"
-    return f"{v * factor:.15g} ({v:g} {unit})"
-
-
-def plausibility_problem(name: str, v: float) -> str | None:
-    """Why ``v`` is implausible for field ``name`` (with a unit hint when one fits), or None."""
-    if name not in PLAUSIBLE or v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, dict):         # a nested table (request_latency_cycles): its entries
-        return next((w for w in map(lambda x: plausibility_problem(name, x), v.values()) if w), None)
-    lo, hi, hints = PLAUSIBLE[name]
-    if lo <= v <= hi:
-        return None
-    for factor, unit in hints:
-        if v > 0 and lo <= v * factor <= hi:
-            return f"did you mean {_scaled(v, factor, unit)}?"
-    return f"outside the plausible range {lo:g} .. {hi:g}"
 
 
 def physics_problem(cfg) -> str | None:
@@ -253,7 +141,7 @@ class GPUConfig(BaseModel):
     hbm_piece_efficiency: dict[int, PositiveFloat] = {}
     # the narrowest per-thread copy cp.async makes (4, 8 or 16 bytes: PTX ISA, cp.async cp-size); a
     # staged tile whose rows are aligned to fewer bytes goes through registers (LDG + STS) and its
-    # loop does not run it ahead (backends/sim/codegen.py copies_async). 0 = every staged tile is
+    # loop does not run it ahead (backends/sim/staging.py copies_async). 0 = every staged tile is
     # copied asynchronously (ideal).
     cp_async_min_bytes: NonNegativeInt = 0
     # bytes an L2 read miss fetches from DRAM: the aligned block of this size around each missed
@@ -269,7 +157,7 @@ class GPUConfig(BaseModel):
     # the L2 request coalescer: of the sectors that k CTAs on different SMs ask for at once (the
     # same tile, in phase), the fraction the L2 slices read (the rest is merged on the way and
     # costs no slice bandwidth), by CTAs per SM, tile bytes, and k; interpolated in log2 of all
-    # three (backends/sim/codegen.py coalesced_fraction). Empty = no merging (ideal, and the
+    # three (backends/sim/coalescer.py coalesced_fraction). Empty = no merging (ideal, and the
     # A100, whose coalescer is not measured here). Measured by ncu on
     # benchmarks/micro_fidelity.py coalescek and coalescek_dense.
     l2_coalesced_fraction: dict[int, dict[int, dict[int, float]]] = {}
@@ -434,112 +322,13 @@ class GPUConfig(BaseModel):
         return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-class ConfigError(ValueError):
-    """A GPU config could not be found or validated (message names file and field)."""
-
-
-def available_gpus() -> list[str]:
-    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-
-
-def _short(v, n: int = 60) -> str:
-    """A bounded repr: never walks more of ``v`` than it prints (safe on YAML alias bombs)."""
-    out: list = []
-    budget = [n + 1]
-
-    def put(text):
-        out.append(text[:budget[0]])
-        budget[0] -= len(text)
-
-    def walk(x):
-        if budget[0] <= 0:
-            return
-        if isinstance(x, dict):
-            put("{")
-            for i, (k, val) in enumerate(x.items()):
-                if budget[0] <= 0:
-                    break
-                put((", " if i else "") + repr(k)[:n] + ": ")
-                walk(val)
-            put("}")
-        elif isinstance(x, (list, tuple)):
-            put("[")
-            for i, val in enumerate(x):
-                if budget[0] <= 0:
-                    break
-                put(", " if i else "")
-                walk(val)
-            put("]")
-        else:
-            put(repr(x)[:n + 1])
-
-    walk(v)
-    s = "".join(out)
-    return s if len(s) <= n else s[:n - 3] + "..."
-
-
-def _looks_like_path(name_or_path) -> bool:
-    s = str(name_or_path)
-    return isinstance(name_or_path, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
-
-
 def load_gpu(name_or_path: str | Path) -> GPUConfig:
     """Load a GPU by name (configs/NAME.yaml) or by path to a YAML file.
 
     Every failure is a ``ConfigError`` with one short line naming the file and the field."""
-    p = Path(name_or_path)
-    if not _looks_like_path(name_or_path):
-        p = CONFIG_DIR / f"{name_or_path}.yaml"
-        if not p.exists():
-            import difflib
-
-            names = available_gpus()
-            close = difflib.get_close_matches(str(name_or_path), names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown GPU {str(name_or_path)!r}{hint}; available: {', '.join(names)} or a path to a GPU YAML")
-    from .sweep import yamlio
-
-    try:
-        text = yamlio.read_text_bounded(p, "a GPU YAML file", ConfigError)
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: file not found (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a directory, expected a GPU YAML file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected a GPU YAML file") from None
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
-    try:
-        data = yamlio.loads(text)
-    except yamlio.InputError as e:
-        raise ConfigError(f"{p}: {e}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}:{where} YAML syntax error: {getattr(e, 'problem', None) or e}") from None
-    if data is None:
-        raise ConfigError(f"{p}: the file is empty; expected a GPU config mapping (see configs/h100.yaml)")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a mapping of GPU fields (see configs/h100.yaml), "
-                          f"got a {type(data).__name__}: {_short(data)}")
+    p = config_path(name_or_path)
+    data = read_config(p)
     try:
         return GPUConfig.model_validate(data)
     except Exception as e:  # pydantic.ValidationError
-        errs = getattr(e, "errors", lambda: [])()
-        if not errs:
-            raise ConfigError(f"{p}: {str(e).splitlines()[0]}") from None
-        err = errs[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "implausible":
-            raise ConfigError(f"{p}: {err['msg']}") from None
-        if err["type"] == "missing":
-            missing = [".".join(str(x) for x in x["loc"]) for x in errs if x["type"] == "missing"]
-            more = (f" (also missing: {', '.join(missing[1:4])}{f' and {len(missing) - 4} more' if len(missing) > 4 else ''})"
-                    if len(missing) > 1 else "")
-            raise ConfigError(f"{p}: missing field {loc}{more}; every GPU config needs it (see configs/h100.yaml)") from None
-        msg = err["msg"].removeprefix("Value error, ")
-        if not loc:
-            raise ConfigError(f"{p}: {msg}") from None
-        raise ConfigError(f"{p}: field {loc}: {msg} (got {_short(err.get('input'))})") from None
+        raise validation_error(p, e) from None

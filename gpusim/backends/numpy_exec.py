@@ -61,23 +61,40 @@ class _Interp:
             return v if x.dtype == dtype else to_dtype(v, dtype)
         return np.asarray(ir.const_value(x, dtype), dtype=NP_DTYPE[dtype])
 
+    def load(self, op: ir.Load, env, pid, lv):
+        offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+        arr = self.mem[self.bind[op.tensor.name]]
+        tile = np.full(op.out.shape, op.other, dtype=arr.dtype)
+        src, dst = analysis.tile_slices(op.tensor, offs, op.out.shape)
+        if src is not None:
+            tile[dst] = arr[src]
+        env[op.out.id] = tile
+
+    def store(self, op: ir.Store, env, pid, lv):
+        offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
+        arr = self.mem[self.bind[op.tensor.name]]
+        src, dst = analysis.tile_slices(op.tensor, offs, op.value.shape)
+        if src is not None:
+            arr[src] = to_dtype(env[op.value.id][dst], op.tensor.dtype)
+
+    def loop(self, op: ir.Loop, env, pid, lv):
+        start, end = ir.eval_expr(op.start, pid, lv), ir.eval_expr(op.end, pid, lv)
+        cur = [env[v.id] for v in op.init]
+        for i in range(start, end, op.step):
+            for a, c in zip(op.args, cur):
+                env[a.id] = c
+            self.run(op.body, env, pid, {**lv, op.var: i})
+            cur = [env[y.id] for y in op.yields]
+        for o, c in zip(op.outs, cur):
+            env[o.id] = c
+
     def run(self, ops, env, pid, lv):
         for op in ops:
             t = type(op)
             if t is ir.Load:
-                offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
-                arr = self.mem[self.bind[op.tensor.name]]
-                tile = np.full(op.out.shape, op.other, dtype=arr.dtype)
-                src, dst = analysis.tile_slices(op.tensor, offs, op.out.shape)
-                if src is not None:
-                    tile[dst] = arr[src]
-                env[op.out.id] = tile
+                self.load(op, env, pid, lv)
             elif t is ir.Store:
-                offs = [ir.eval_expr(e, pid, lv) for e in op.offsets]
-                arr = self.mem[self.bind[op.tensor.name]]
-                src, dst = analysis.tile_slices(op.tensor, offs, op.value.shape)
-                if src is not None:
-                    arr[src] = to_dtype(env[op.value.id][dst], op.tensor.dtype)
+                self.store(op, env, pid, lv)
             elif t is ir.Full:
                 env[op.out.id] = np.full(op.out.shape, op.fill, dtype=NP_DTYPE[op.out.dtype])
             elif t is ir.Iota:
@@ -115,15 +132,7 @@ class _Interp:
                     r = r + env[op.acc.id]
                 env[op.out.id] = r.astype(np.float32)
             elif t is ir.Loop:
-                start, end = ir.eval_expr(op.start, pid, lv), ir.eval_expr(op.end, pid, lv)
-                cur = [env[v.id] for v in op.init]
-                for i in range(start, end, op.step):
-                    for a, c in zip(op.args, cur):
-                        env[a.id] = c
-                    self.run(op.body, env, pid, {**lv, op.var: i})
-                    cur = [env[y.id] for y in op.yields]
-                for o, c in zip(op.outs, cur):
-                    env[o.id] = c
+                self.loop(op, env, pid, lv)
             else:  # pragma: no cover - the op coverage test guards this
                 raise NotImplementedError(type(op).__name__)
 

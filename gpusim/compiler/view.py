@@ -13,6 +13,10 @@ here). ``view_name`` resolves the mode for a config to the source's name, which 
 point's cache key, result row and printed table, so a result computed with one view is never
 served to a run with another. The timing model receives a ``CompilerView`` and never calls a
 toolchain itself.
+
+Effect (docs/model.md, ablation "compiler view (registers, spills, SASS)" off, i.e. the estimate
+instead of the compiled view): median / p90 |error| +1.0 / +4.2 points on the recorded points,
++0.8 / +2.0 on the held-out points.
 """
 from __future__ import annotations
 

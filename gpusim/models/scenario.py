@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from ..sweep.yamlio import read_yaml
+from ..yamlio import read_yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .simulate import simulate_model

@@ -95,10 +95,53 @@ def roofs(cfg, dtypes) -> tuple:
     return slopes, tensor, top
 
 
+def _draw_roofs(ax, cfg, slopes, tensor, top, x) -> list:
+    """The bandwidth slopes (up to the top roof), the tensor peaks and the FP32 ceiling; their legend handles."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for bw, col, label in slopes:
+        y = bw * x
+        keep = y <= top
+        ax.plot(x[keep], y[keep], color=col, lw=2)
+        handles.append(Line2D([], [], color=col, lw=2, label=label))
+    for i, (peak, names) in enumerate(sorted(tensor.items(), reverse=True)):
+        ls = ("-", "-.", ":")[i % 3]
+        ax.axhline(peak, color=TENSOR_COLOR, lw=2, ls=ls)
+        handles.append(Line2D([], [], color=TENSOR_COLOR, lw=2, ls=ls,
+                              label=f"tensor peak ({'/'.join(names)})  {fmt_rate(peak, 'FLOP/s')}"))
+    ax.axhline(cfg.fp32_flops_per_s, color=FP32_COLOR, lw=2, ls="--")
+    handles.append(Line2D([], [], color=FP32_COLOR, lw=2, ls="--",
+                          label=f"FP32 (non-tensor)  {fmt_rate(cfg.fp32_flops_per_s, 'FLOP/s')}"))
+    return handles
+
+
+def _draw_points(ax, pts, axis, others, labelled, handles: list) -> list:
+    """The points, one marker and colour per kernel (their handles appended to ``handles``), and the
+    labels of the ``labelled`` ones; returns the label texts."""
+    from matplotlib.lines import Line2D
+
+    kernels = list(dict.fromkeys(str(r.get("kernel")) for *_, r in pts))
+    texts = []
+    for ki, k in enumerate(kernels):
+        sel = [(a, p, r) for a, p, r in pts if str(r.get("kernel")) == k]
+        ax.scatter([a for a, _, _ in sel], [p for _, p, _ in sel], s=46, zorder=5, color=color(ki, len(kernels)),
+                   marker=MARKERS[ki % len(MARKERS)], edgecolor="black", linewidth=0.6)
+        handles.append(Line2D([], [], ls="", marker=MARKERS[ki % len(MARKERS)], color=color(ki, len(kernels)),
+                              markeredgecolor="black", ms=7, label=k))
+        for a, p, r in sel:
+            if id(r) not in labelled:
+                continue
+            texts.append(ax.annotate(point_label(r, axis, others), (a, p), xytext=(6, 4), textcoords="offset points",
+                                     fontsize=7.5, color="#222", zorder=6, va="center",
+                                     bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.75),
+                                     arrowprops=dict(arrowstyle="-", color="#999", lw=0.6, shrinkA=1, shrinkB=4)))
+    return texts
+
+
 def roofline_one(out, cfg, pts, axis, others, fmt, whatif: str = "") -> Path:
     """One GPU's roofline with ``pts`` = [(FLOP/B, FLOP/s, row)]."""
     import numpy as np
-    from matplotlib.lines import Line2D
 
     dtypes = sorted({str(pval(r.get("dtype", ""))) for *_, r in pts} - {""}) or ["fp16"]
     slopes, tensor, top = roofs(cfg, dtypes)
@@ -114,38 +157,9 @@ def roofline_one(out, cfg, pts, axis, others, fmt, whatif: str = "") -> Path:
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
-    x = np.geomspace(xlo, xhi, 200)
-    handles = []
-    for bw, col, label in slopes:
-        y = bw * x
-        keep = y <= top
-        ax.plot(x[keep], y[keep], color=col, lw=2)
-        handles.append(Line2D([], [], color=col, lw=2, label=label))
-    for i, (peak, names) in enumerate(sorted(tensor.items(), reverse=True)):
-        ls = ("-", "-.", ":")[i % 3]
-        ax.axhline(peak, color=TENSOR_COLOR, lw=2, ls=ls)
-        handles.append(Line2D([], [], color=TENSOR_COLOR, lw=2, ls=ls,
-                              label=f"tensor peak ({'/'.join(names)})  {fmt_rate(peak, 'FLOP/s')}"))
-    ax.axhline(cfg.fp32_flops_per_s, color=FP32_COLOR, lw=2, ls="--")
-    handles.append(Line2D([], [], color=FP32_COLOR, lw=2, ls="--",
-                          label=f"FP32 (non-tensor)  {fmt_rate(cfg.fp32_flops_per_s, 'FLOP/s')}"))
-
-    kernels = list(dict.fromkeys(str(r.get("kernel")) for *_, r in pts))
+    handles = _draw_roofs(ax, cfg, slopes, tensor, top, np.geomspace(xlo, xhi, 200))
     labelled, which = labelled_points(pts, axis)
-    texts = []
-    for ki, k in enumerate(kernels):
-        sel = [(a, p, r) for a, p, r in pts if str(r.get("kernel")) == k]
-        ax.scatter([a for a, _, _ in sel], [p for _, p, _ in sel], s=46, zorder=5, color=color(ki, len(kernels)),
-                   marker=MARKERS[ki % len(MARKERS)], edgecolor="black", linewidth=0.6)
-        handles.append(Line2D([], [], ls="", marker=MARKERS[ki % len(MARKERS)], color=color(ki, len(kernels)),
-                              markeredgecolor="black", ms=7, label=k))
-        for a, p, r in sel:
-            if id(r) not in labelled:
-                continue
-            texts.append(ax.annotate(point_label(r, axis, others), (a, p), xytext=(6, 4), textcoords="offset points",
-                                     fontsize=7.5, color="#222", zorder=6, va="center",
-                                     bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.75),
-                                     arrowprops=dict(arrowstyle="-", color="#999", lw=0.6, shrinkA=1, shrinkB=4)))
+    texts = _draw_points(ax, pts, axis, others, labelled, handles)
     ax.set_xlim(xlo, xhi)
     ax.set_ylim(ylo, yhi)
     eng_log_axis(ax.yaxis, "FLOP/s")

@@ -1,23 +1,2 @@
-"""The exceptions of scenario runs, shared by loading, running and the executors."""
-from __future__ import annotations
-
-
-class ScenarioError(ValueError):
-    """Bad scenario input: the message is one line naming file, field, value and what is allowed."""
-
-
-class SaveError(ScenarioError):
-    """A result could not be written (disk full, permissions); nothing half-written is left behind."""
-
-
-class RunError(RuntimeError):
-    """The run could not finish (a worker process died, the cluster failed); finished points are saved."""
-
-
-def field_error(fld: str, msg: str):
-    """A validation error of scenario field ``fld`` (a path such as ``sweep.n[1]``) with the
-    one-line message ``msg``; raised inside the pydantic model, turned back into one line by
-    ``scenario.load_scenario``."""
-    from pydantic_core import PydanticCustomError
-
-    return PydanticCustomError("scenario", "{message}", {"message": msg, "field": fld})
+"""The exceptions of scenario runs; they live in ``gpusim.errors`` (below every layer that raises them)."""
+from ..errors import RunError, SaveError, ScenarioError, field_error  # noqa: F401  (re-exported)

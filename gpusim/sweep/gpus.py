@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..hardware import ConfigError, GPUConfig, derived_overrides, load_gpu
+from ..hardware import ConfigError, GPUConfig, load_gpu
+from ..whatif import derived_overrides
 from .errors import field_error
 
 # GPU fields that describe rather than parametrize the hardware; they cannot be overridden.

@@ -11,6 +11,7 @@ import pytest
 
 from gpusim.cli import main
 from gpusim.hardware import CONFIG_DIR, load_gpu
+from gpusim import yamlio as low_yamlio
 from gpusim.sweep import yamlio
 from gpusim.sweep.errors import ScenarioError
 from gpusim.sweep.scenario import MAX_POINTS, ScenarioFile, load_scenario
@@ -66,7 +67,7 @@ def test_small_aliases_are_fine_and_stay_shared(tmp_path):
 def test_recursive_alias_and_oversized_file(tmp_path, capsys, monkeypatch):
     p = _write(tmp_path, "kernel: attention_flash\ndescription: &d [*d]\n")
     _fails(capsys, ["run", str(p)], "s.yaml", "line 2", "refers to a node that contains it")
-    monkeypatch.setattr(yamlio, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(low_yamlio, "MAX_FILE_BYTES", 100)   # the bounded reader lives below sweep
     p = _write(tmp_path, "kernel: attention_flash\n" + "#" * 200 + "\n")
     _fails(capsys, ["run", str(p)], "s.yaml", "bytes", "at most 100 bytes")
 

@@ -9,16 +9,21 @@ the engine (``engine.py``) decides when a CTA issues a load and how long it wait
 Speed: a tile's placement (first byte, rows, pitch, bytes, port cost) depends only on the load and
 its offsets, so it is worked out once per distinct tile (CTAs that share a tile, the K/V of one
 head or a GEMM panel, reuse it).
+
+Mechanisms charged here besides those of their own modules (``loaded_latency``, ``round_trip``,
+``coalescer``, ``hbm_pieces``, ``access``, ``staging``): a register tile fills at no more than
+``warp_load_bytes_per_clk`` per warp (``benchmarks/micro_fidelity.py mlp``; ablation "per-warp load
+rate" off: median / p90 |error| +0.3 / -0.0 points recorded, -0.0 / +0.0 held-out), and a written
+byte holds the HBM for ``2/copy - 1/read`` of a read byte (the bus turnaround of a streaming copy;
+ablation "HBM copy rate" off: +0.2 / -0.0 recorded, +0.4 / -0.2 held-out).
 """
 from __future__ import annotations
 
-import heapq
-from collections import deque
-
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
-from . import codegen
+from . import access, coalescer, hbm_pieces, round_trip, staging
 from .l2 import SECTOR_SHIFT, L2Cache
+from .loaded_latency import LoadedLatency
 from .stats import Tally
 from .steps import LoadDesc
 
@@ -44,73 +49,6 @@ class Channel:
         if self.log is not None and nbytes:
             self.log.append((start, self.free_at, nbytes))
         return self.free_at
-
-
-class LoadedLatency:
-    """The HBM's loaded latency: a miss waits ``latency * u / (1 - u)`` cycles more than on an idle
-    GPU, ``u`` the DRAM's utilisation, the bytes it read and wrote over the last ``window`` cycles
-    over what the peak read rate moves in that time; the wait a request already has in the HBM
-    channel's FIFO counts toward it, and no miss waits longer than the misses in flight take to
-    drain. The 1 / (1 - u) growth of a queue's response time: measured by the streamed tile at 1 to
-    132 CTAs and 1 to 3 CTAs per SM (docs/validation.md, round 13).
-
-    A merged step's bytes count as read evenly over the iterations it stands for (from its issue
-    to its issue plus its exposures' latencies), not in one burst, as they are at full fidelity."""
-
-    U_MAX = 0.95      # a numerical guard: the FIFO channel, not this term, bounds a saturated DRAM
-
-    __slots__ = ("latency", "window", "rate", "done", "slope", "offset", "pending", "serving", "history",
-                 "inflight", "inflight_bytes")
-
-    def __init__(self, latency: float, window: float, bytes_per_cycle: float):
-        self.latency, self.window, self.rate = latency, window, bytes_per_cycle
-        self.done = 0.0                 # DRAM cycles fully served
-        self.slope = self.offset = 0.0  # of the transfers being served: sum of rates, sum of rate x start
-        self.pending: list = []         # heap of (start, end, rate): transfers not yet begun
-        self.serving: list = []         # heap of (end, rate, start)
-        self.history = deque([(0.0, 0.0)])     # (time, DRAM cycles served by then), the last window's
-        self.inflight: list = []        # heap of (time its data is back, bytes): the misses in flight
-        self.inflight_bytes = 0.0
-
-    def miss(self, nbytes: float, back: float) -> None:
-        """A miss of ``nbytes`` in flight until ``back``."""
-        self.inflight_bytes += nbytes
-        heapq.heappush(self.inflight, (back, nbytes))
-
-    def add(self, nbytes: float, start: float, end: float) -> None:
-        """``nbytes`` moved by the DRAM, served evenly over [start, end]."""
-        dur = nbytes / self.rate
-        if end <= start:
-            end = start + dur
-        heapq.heappush(self.pending, (start, end, dur / (end - start)))
-
-    def extra(self, now: float, fifo_wait: float) -> float:
-        """Extra round-trip cycles of a miss issued at ``now`` that already waits ``fifo_wait``."""
-        p, h = self.pending, self.serving
-        while p and p[0][0] <= now:
-            start, end, r = heapq.heappop(p)
-            self.slope += r
-            self.offset += r * start
-            heapq.heappush(h, (end, r, start))
-        while h and h[0][0] <= now:
-            end, r, start = heapq.heappop(h)
-            self.slope -= r
-            self.offset -= r * start
-            self.done += r * (end - start)
-        served = self.done + self.slope * now - self.offset
-        hist = self.history
-        while len(hist) > 1 and hist[1][0] <= now - self.window:
-            hist.popleft()
-        t0, s0 = hist[0]
-        hist.append((now, served))
-        u = (served - s0) / max(now - t0, self.window)
-        u = min(self.U_MAX, max(0.0, u))
-        f = self.inflight
-        while f and f[0][0] <= now:
-            self.inflight_bytes -= heapq.heappop(f)[1]
-        # a closed system: no miss waits behind more bytes than are in flight
-        q = min(self.latency * u / (1.0 - u), max(0.0, self.inflight_bytes) / self.rate)
-        return max(0.0, q - fifo_wait)
 
 
 class SM:
@@ -142,11 +80,11 @@ class MemoryPath:
         self.fill_rate = (cfg.cta_async_fill_bytes_per_clk,
                           cfg.warp_load_bytes_per_clk * num_warps if cfg.warp_load_bytes_per_clk else None)
         self.tiles: dict = {}     # (load idx, repeat, offsets) -> the tile's placement (see ``tile``) or None
-        # a tile's round trip grows with the lines it asks for at once (codegen.request_latency):
+        # a tile's round trip grows with the lines it asks for at once (round_trip.request_latency):
         # (hit, miss) extra cycles by line count, memoised
         self.req_tables = (cfg.request_latency_cycles.get("hit", {}), cfg.request_latency_cycles.get("miss", {}))
         self.req_extra: dict = {}
-        # the L2 request coalescer (codegen.merged_share): requests for a tile while an earlier one
+        # the L2 request coalescer (coalescer.merged_share): requests for a tile while an earlier one
         # is in flight form a run; the n-th of a run costs the slices its share of the bytes
         self.merge_table, self.ctas_per_sm = cfg.l2_coalesced_fraction, ctas_per_sm
         self.runs: dict = {}       # tile key -> [ready time of the run's first request, requests in the run]
@@ -156,7 +94,7 @@ class MemoryPath:
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
-        bytes, HBM cost per missed byte: codegen.hbm_piece_cost) of a load's tile
+        bytes, HBM cost per missed byte: hbm_pieces.hbm_piece_cost) of a load's tile
         (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
         shape = d.shape
         if nrep > 1:
@@ -172,16 +110,16 @@ class MemoryPath:
         # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot are
         # staged into shared memory, at the cost measured for their rows' alignment (stage_dot)
         if d.sram:
-            cost = nbytes * codegen.staging_cost(t, d.shape, codegen.vector_width(t, d.shape), self.cfg)
+            cost = nbytes * staging.staging_cost(t, d.shape, access.vector_width(t, d.shape), self.cfg)
             port = cost
         else:
-            cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (codegen.port_width)
+            cost = port = nbytes     # a narrow load's repeated sectors hit in the L1 (access.port_width)
         # the DRAM's rate for the contiguous pieces one iteration's tile gives (a merged tile stands
         # for iterations that each read their own piece at their own time)
         r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
         piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, codegen.hbm_piece_cost(piece, self.cfg))
+                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, hbm_pieces.hbm_piece_cost(piece, self.cfg))
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
@@ -276,20 +214,20 @@ class MemoryPath:
 
     def merged(self, tile_bytes: int, n: int) -> float:
         """The share of its bytes the n-th request of a run for one tile costs the L2 slices
-        (codegen.merged_share), memoised."""
+        (coalescer.merged_share), memoised."""
         key = (tile_bytes, n)
         x = self.merge_cost.get(key)
         if x is None:
-            x = self.merge_cost[key] = codegen.merged_share(self.merge_table, self.ctas_per_sm, tile_bytes, n)
+            x = self.merge_cost[key] = coalescer.merged_share(self.merge_table, self.ctas_per_sm, tile_bytes, n)
         return x
 
     def request_extra(self, lines: int, miss: bool) -> float:
         """Extra round-trip cycles of a tile that asks for ``lines`` lines at once (one iteration's:
-        a merged tile stands for several), memoised (codegen.request_latency)."""
+        a merged tile stands for several), memoised (round_trip.request_latency)."""
         key = (lines, miss)
         x = self.req_extra.get(key)
         if x is None:
-            x = self.req_extra[key] = codegen.request_latency(self.req_tables[miss], lines)
+            x = self.req_extra[key] = round_trip.request_latency(self.req_tables[miss], lines)
         return x
 
     def store(self, op: ir.Store, pid, lv, now, who, sm: SM | None = None) -> None:
@@ -304,8 +242,8 @@ class MemoryPath:
         nbytes = rows * row_bytes
         if sm is not None:
             # a store Triton splits into element-wide partial-sector writes holds the SM's load/store
-            # path for the narrow copy's measured time (codegen.port_width, codegen.store_port_bytes)
-            port = codegen.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
+            # path for the narrow copy's measured time (access.port_width, access.store_port_bytes)
+            port = access.store_port_bytes(t, op.value.shape, nbytes, self.cfg)
             if port > nbytes:
                 sm.port.transfer(port, now)
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)

@@ -107,7 +107,7 @@ def lower(ops, shared: set, loads: list) -> list:
         if isinstance(op, ir.Loop):
             first = len(loads)
             body = [s for s in lower(op.body, shared, loads) if not isinstance(s, Issue)]
-            if max(1, op.stages) == 1:      # no cp.async at one stage (codegen.one_stage_serial)
+            if max(1, op.stages) == 1:      # no cp.async at one stage (staging.one_stage_serial)
                 loads[first:] = [replace(d, via_registers=True) if d.sram else d for d in loads[first:]]
             steps.append(LoopStep(op.start, op.end, op.step, max(1, op.stages), op.var,
                                   tuple(loads[first:]), tuple(body)))

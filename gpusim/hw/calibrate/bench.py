@@ -14,6 +14,13 @@ def kernels() -> dict:
     """The calibration kernels, defined on first use (``triton.jit`` reads TRITON_INTERPRET then)."""
     if _KERNELS:
         return _KERNELS
+    _KERNELS.update(_memory_kernels())
+    _KERNELS.update(_compute_kernels())
+    return _KERNELS
+
+
+def _memory_kernels() -> dict:
+    """Streaming read, write and copy, the working-set sweep and the pointer chase."""
     import triton
     import triton.language as tl
 
@@ -50,6 +57,14 @@ def kernels() -> dict:
         for _ in range(hops):
             i = tl.load(p_ptr + i, cache_modifier=".cg")
         tl.store(out_ptr, i)
+
+    return dict(read=read_kernel, write=write_kernel, copy=copy_kernel, sweep=sweep_kernel, chase=chase_kernel)
+
+
+def _compute_kernels() -> dict:
+    """The tile ``tl.dot`` loop, the FMA and exp2 chains and the one-element kernel."""
+    import triton
+    import triton.language as tl
 
     @triton.jit
     def mma_kernel(a_ptr, b_ptr, c_ptr, R, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
@@ -104,9 +119,7 @@ def kernels() -> dict:
     def tiny_kernel(x_ptr):
         tl.store(x_ptr, 1.0)
 
-    _KERNELS.update(read=read_kernel, write=write_kernel, copy=copy_kernel, sweep=sweep_kernel,
-                    chase=chase_kernel, mma=mma_kernel, fma=fma_kernel, exp2=exp2_kernel, tiny=tiny_kernel)
-    return _KERNELS
+    return dict(mma=mma_kernel, fma=fma_kernel, exp2=exp2_kernel, tiny=tiny_kernel)
 
 
 FMA_PER_ITER = 8       # unrolled steps per loop iteration of fma_kernel / exp2_kernel

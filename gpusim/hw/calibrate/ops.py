@@ -162,19 +162,10 @@ def measure_launch(ks=(1, 2, 3, 4), repeats: int = 5, log=print) -> dict:
     return out
 
 
-def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
-    """Does one CTA's ``dot`` overlap another resident CTA's SIMT work on the same SM?
-
-    One hand-written kernel. d and s: one CTA per SM running only a dot loop or only a
-    softmax-like SIMT loop (FMA + exp2). Then CTAs that alternate both every iteration (the
-    FlashAttention pattern), 1, 2 and 3 per SM. overlap = 1 when two CTAs' dot and SIMT steps run
-    side by side, 0 when their times add (formula below)."""
-    import statistics
-
-    import torch
+def _mix_kernel():
+    """measure_overlap's kernel: a dot loop, a SIMT loop, or both alternating (``MODE``)."""
     import triton
     import triton.language as tl
-    from triton.testing import do_bench
 
     @triton.jit
     def mix_kernel(a_ptr, b_ptr, x_ptr, out_ptr, R, MODE: tl.constexpr, B: tl.constexpr):
@@ -196,6 +187,23 @@ def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
             elif MODE != 0:
                 x = tl.exp2(x * -0.5 + 0.25) * 0.5
         tl.store(out_ptr + pid * B * B + idx, acc + x)
+
+    return mix_kernel
+
+
+def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
+    """Does one CTA's ``dot`` overlap another resident CTA's SIMT work on the same SM?
+
+    One hand-written kernel. d and s: one CTA per SM running only a dot loop or only a
+    softmax-like SIMT loop (FMA + exp2). Then CTAs that alternate both every iteration (the
+    FlashAttention pattern), 1, 2 and 3 per SM. overlap = 1 when two CTAs' dot and SIMT steps run
+    side by side, 0 when their times add (formula below)."""
+    import statistics
+
+    import torch
+    from triton.testing import do_bench
+
+    mix_kernel = _mix_kernel()
 
     B = 64
     dev = "cuda"

@@ -7,7 +7,7 @@ idle latency)."""
 import pytest
 
 from gpusim.api import simulate
-from gpusim.backends.sim.memory import LoadedLatency
+from gpusim.backends.sim.loaded_latency import LoadedLatency
 from gpusim.hardware import load_gpu
 
 L0, RATE = 600.0, 2000.0      # idle latency (cycles), peak bytes per cycle

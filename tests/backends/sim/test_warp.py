@@ -127,12 +127,12 @@ def test_a_single_pass_takes_its_chain_once():
 def test_straight_latency_is_shared_among_the_steps_outside_loops():
     from types import SimpleNamespace
 
-    from gpusim.backends.sim import codegen
+    from gpusim.backends.sim import compiled_steps
 
     a = SimtStep(vector_cycles=10.0, sfu_cycles=0.0, flops=0.0, sfu_ops=0.0)
     b = SimtStep(vector_cycles=30.0, sfu_cycles=0.0, flops=0.0, sfu_ops=0.0)
     loop = SimpleNamespace()          # anything that is not a SimtStep passes through untouched
-    out = codegen._straight_latency((a, loop, b), 400.0)
+    out = compiled_steps._straight_latency((a, loop, b), 400.0)
     assert out[1] is loop
     assert (out[0].min_cycles, out[2].min_cycles) == pytest.approx((100.0, 300.0))
-    assert codegen._straight_latency((a, b), 0.0) == (a, b)
+    assert compiled_steps._straight_latency((a, b), 0.0) == (a, b)

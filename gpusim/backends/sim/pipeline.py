@@ -1,0 +1,143 @@
+"""A CTA's loop: Triton's software pipeliner and the loads of merged loop steps.
+
+Models: Triton's pipeliner (read from its TTGIR) waits at the top of an iteration for all but
+``S - 2`` of the copies in flight and issues the next copy after the body, so the tiles that feed
+a dot are copied ``S - 2`` iterations ahead; tiles loaded into registers are issued when the
+iteration starts, and so are staged tiles cp.async cannot copy (``staging.copies_async``). At one
+stage a staged tile loaded after a dot is requested only once the tiles before that dot have
+arrived (``staging.one_stage_serial``). A CTA blocks only at the first use of a tile that has not
+arrived. A merged step (``loop_group`` iterations) waits out each load's latency once per
+``max(S - 2, 1)`` iterations it stands for.
+
+Measured by: 1 and 2 stages take the same time on the H200 (docs/model.md, "Pipelining and
+memory-level parallelism"); ``micro/val_stream_pad`` (tiles cp.async cannot copy: 1630 and 1634
+cycles per iteration at 3 and 2 stages, against 906 and 1551 when it can);
+``micro/val_chain_dot_stages`` (one stage 1.3-2.1x the time of two; predicted -24% to +4% with
+the one-stage order, 10-42% fast without it).
+
+Effect: the pipelining depth is part of every loop kernel's prediction; the ablation's related
+rows (docs/model.md) are "cp.async minimum width" (+0.0 / +0.0 recorded, +0.0 / +0.5 held-out
+on every second point).
+"""
+from __future__ import annotations
+
+from ...dsl import analysis, ir
+from . import staging
+from .steps import LoopStep, StoreStep, Wait
+
+
+class PipelinedLoops:
+    """The loop half of ``engine.LaunchSim``: issuing a loop's loads ahead and running its steps.
+    Reads the attributes ``LaunchSim`` sets and calls its ``_compute``, ``_step`` and ``_wait``."""
+
+    # ---- loops
+    def _affine_loads(self, d: LoopStep, pid, start):
+        """For each load of the loop: (desc, offsets at iteration 0, offset change per iteration,
+        the tile axis along which consecutive iterations' tiles abut or None, leading dims)."""
+        aff = []
+        for ld in d.loads:
+            o0 = [ir.eval_expr(e, pid, {d.var: start}) for e in ld.offsets]
+            o1 = [ir.eval_expr(e, pid, {d.var: start + d.step}) for e in ld.offsets]
+            delta = [b - a for a, b in zip(o0, o1)]
+            lead = len(ld.offsets) - len(ld.shape)
+            axis = None
+            for ax in range(len(ld.shape)):
+                if delta[lead + ax] == ld.shape[ax] and all(x == 0 for k, x in enumerate(delta) if k != lead + ax):
+                    axis = ax
+            aff.append((ld, o0, delta, axis, lead))
+        return aff
+
+    def _issue_group(self, aff, j, trips, sm, who, dist, out):
+        """Issue the loads of merged step ``j`` (``loop_group`` iterations) into ``out`` (idx -> ready
+        time). ``dist``: iterations between a tile's issue and the top of the iteration that needs
+        it; a merged step waits out each load's latency once per ``max(dist, 1)`` iterations."""
+        if not aff:
+            return out
+        now = self.now
+        g = self.group
+        lo = j * g
+        k = min(g, trips - lo)
+        expose = max(0.0, k / max(dist, 1) - 1.0)
+        load = self.mem.load
+        if k == 1:
+            for ld, o0, delta, axis, lead in aff:
+                out[ld.idx] = load(ld, [a + lo * b for a, b in zip(o0, delta)], now, sm, who, 1, axis, expose)
+            return out
+        for ld, o0, delta, axis, lead in aff:
+            if axis is not None:
+                out[ld.idx] = load(ld, [a + lo * b for a, b in zip(o0, delta)], now, sm, who, k, axis, expose)
+            else:
+                t = now
+                for r in range(k):
+                    t = max(t, load(ld, [a + (lo + r) * b for a, b in zip(o0, delta)], now, sm, who))
+                out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
+        return out
+
+    def _through_registers(self, serial, ready: dict) -> dict:
+        """``ready`` (load idx -> ready time) with each later staged tile of a one-stage loop
+        requested only once the earlier ones have arrived (``staging.one_stage_serial``)."""
+        first, later = serial
+        t = max((ready[i] for i in first if i in ready), default=None)
+        if t is None:
+            return ready
+        now = self.now
+        for i in later:
+            if i in ready:
+                ready[i] = t + (ready[i] - now)
+        return ready
+
+    def _loop(self, d: LoopStep, pid, sm, sm_id, cid, who):
+        start = ir.eval_expr(d.start, pid, {})
+        trips = analysis.loop_trips(d, pid)
+        if trips == 0:
+            return
+        g = self.group
+        nsup = -(-trips // g)
+        aff = self._affine_loads(d, pid, start)
+        # Triton's pipeliner waits for all but stages-2 copies at the top of an iteration and issues
+        # the copy for iteration i+stages-1 after the body: tiles that feed a dot arrive stages-2
+        # iterations ahead; tiles loaded into registers are not pipelined, nor are staged tiles that
+        # cp.async cannot copy (rows aligned to 2 bytes: LDG + STS, staging.copies_async)
+        dist = max(0, d.stages - 2)
+        tensors, cfg = self.tensors, self.cfg
+        ahead_ok = [a[0].sram and dist > 0 and staging.copies_async(tensors[a[0].tensor], a[0].shape, cfg)
+                    for a in aff]
+        early = [a for a, ok in zip(aff, ahead_ok) if ok]
+        late = [a for a, ok in zip(aff, ahead_ok) if not ok]
+        ahead = -(-dist // g)
+        # one stage: no cp.async; staged tiles go LDG -> registers -> STS (staging.one_stage_serial)
+        serial = staging.one_stage_serial(d) if d.stages == 1 else None
+        inflight = {}
+        timeline, compute = self.timeline, self._compute
+        for j in range(min(ahead, nsup)):
+            inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {})
+        issue, body, spill, spill_st = self._issue_group, d.body, d.spill_bytes, d.spill_store_bytes
+        for j in range(nsup):
+            nxt = j + ahead
+            if early and nxt < nsup and nxt not in inflight:
+                inflight[nxt] = issue(early, nxt, trips, sm, who, dist, {})
+            ready = inflight.pop(j, None)
+            if late or ready is None:
+                ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
+                if serial:
+                    ready = self._through_registers(serial, ready)
+            scale = min(g, trips - j * g)
+            if spill:
+                t = self.mem.spill(spill * scale, self.now, sm, spill_st * scale)
+                if t > self.now:
+                    yield t - self.now
+            for s in body:
+                kind = type(s)
+                if kind is Wait:
+                    t = ready.get(s.load, 0.0)
+                    if t > self.now:
+                        yield self._wait(t, sm_id, cid)
+                elif kind is StoreStep:
+                    for r in range(scale):      # a merged step stores every iteration it stands for
+                        self.mem.store(s.op, pid, {d.var: start + (j * g + r) * d.step}, self.now, who, sm)
+                elif timeline:
+                    yield self._step(s, sm, sm_id, cid, scale)
+                else:
+                    now = self.now
+                    yield compute(s, sm, now, scale) - now
+            self.progress += scale

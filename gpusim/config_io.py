@@ -1,0 +1,126 @@
+"""Reading GPU config files: a GPU by name (configs/NAME.yaml) or path, its YAML read through the
+bounded reader, and every failure as one ``ConfigError`` line naming the file and the field. The
+schema is ``hardware.GPUConfig``; ``hardware.load_gpu`` puts the two together."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from . import yamlio
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
+
+
+class ConfigError(ValueError):
+    """A GPU config could not be found or validated (message names file and field)."""
+
+
+def available_gpus() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def _short(v, n: int = 60) -> str:
+    """A bounded repr: never walks more of ``v`` than it prints (safe on YAML alias bombs)."""
+    out: list = []
+    budget = [n + 1]
+
+    def put(text):
+        out.append(text[:budget[0]])
+        budget[0] -= len(text)
+
+    def walk(x):
+        if budget[0] <= 0:
+            return
+        if isinstance(x, dict):
+            put("{")
+            for i, (k, val) in enumerate(x.items()):
+                if budget[0] <= 0:
+                    break
+                put((", " if i else "") + repr(k)[:n] + ": ")
+                walk(val)
+            put("}")
+        elif isinstance(x, (list, tuple)):
+            put("[")
+            for i, val in enumerate(x):
+                if budget[0] <= 0:
+                    break
+                put(", " if i else "")
+                walk(val)
+            put("]")
+        else:
+            put(repr(x)[:n + 1])
+
+    walk(v)
+    s = "".join(out)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def _looks_like_path(name_or_path) -> bool:
+    s = str(name_or_path)
+    return isinstance(name_or_path, Path) or s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
+
+
+def config_path(name_or_path: str | Path) -> Path:
+    """The file of a GPU given by name (configs/NAME.yaml) or by path to a YAML file."""
+    p = Path(name_or_path)
+    if not _looks_like_path(name_or_path):
+        p = CONFIG_DIR / f"{name_or_path}.yaml"
+        if not p.exists():
+            import difflib
+
+            names = available_gpus()
+            close = difflib.get_close_matches(str(name_or_path), names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown GPU {str(name_or_path)!r}{hint}; available: {', '.join(names)} or a path to a GPU YAML")
+    return p
+
+
+def read_config(p: Path) -> dict:
+    """The mapping of GPU fields in the YAML file ``p``, read through the bounded YAML reader."""
+    try:
+        text = yamlio.read_text_bounded(p, "a GPU YAML file", ConfigError)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: file not found (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory, expected a GPU YAML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected a GPU YAML file") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        data = yamlio.loads(text)
+    except yamlio.InputError as e:
+        raise ConfigError(f"{p}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{p}:{where} YAML syntax error: {getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        raise ConfigError(f"{p}: the file is empty; expected a GPU config mapping (see configs/h100.yaml)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping of GPU fields (see configs/h100.yaml), "
+                          f"got a {type(data).__name__}: {_short(data)}")
+    return data
+
+
+def validation_error(p: Path, e: Exception) -> ConfigError:
+    """The one-line ``ConfigError`` for the schema's refusal ``e`` (a pydantic ValidationError) of ``p``."""
+    errs = getattr(e, "errors", lambda: [])()
+    if not errs:
+        return ConfigError(f"{p}: {str(e).splitlines()[0]}")
+    err = errs[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    if err["type"] == "implausible":
+        return ConfigError(f"{p}: {err['msg']}")
+    if err["type"] == "missing":
+        missing = [".".join(str(x) for x in x["loc"]) for x in errs if x["type"] == "missing"]
+        more = (f" (also missing: {', '.join(missing[1:4])}{f' and {len(missing) - 4} more' if len(missing) > 4 else ''})"
+                if len(missing) > 1 else "")
+        return ConfigError(f"{p}: missing field {loc}{more}; every GPU config needs it (see configs/h100.yaml)")
+    msg = err["msg"].removeprefix("Value error, ")
+    if not loc:
+        return ConfigError(f"{p}: {msg}")
+    return ConfigError(f"{p}: field {loc}: {msg} (got {_short(err.get('input'))})")
