@@ -1,0 +1,134 @@
+"""A cache that proves what it serves: a saved point file that is damaged, edited by hand, written
+before checksums, or holds a result that breaks physics is recomputed on a re-run, with one line
+saying so, and the results equal a clean run's."""
+import json
+import shutil
+
+import pytest
+
+from gpusim.cli import main
+from gpusim.sweep.point import check_record, point_text
+
+SCEN = "kernel: elementwise_fused\nsweep: {n: [4096, 8192]}\n"
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """A finished run of a tiny scenario: (its folder, results.csv, the point files' bytes)."""
+    d = tmp_path_factory.mktemp("clean")
+    s = d / "s.yaml"
+    s.write_text(SCEN)
+    out = d / "out"
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    return d, (out / "results.csv").read_text(), {p.name: p.read_bytes() for p in (out / "points").glob("*.json")}
+
+
+def _copy(clean, tmp_path):
+    d, _, _ = clean
+    shutil.copytree(d, tmp_path / "run")
+    return tmp_path / "run" / "s.yaml", tmp_path / "run" / "out"
+
+
+def _reseal(rec):
+    """A hand edit that also rewrites the checksum: only the physics checks can catch it."""
+    return point_text(rec)
+
+
+def _edit_row(field, value, reseal=True):
+    def f(text):
+        rec = json.loads(text)
+        rec["row"][field] = value
+        return _reseal(rec) if reseal else json.dumps(rec, sort_keys=True)
+    return f
+
+
+def _no_checksum(text):
+    rec = json.loads(text)
+    rec.pop("checksum")
+    return json.dumps(rec, sort_keys=True)
+
+
+def _kernel_dram(text):
+    """DRAM bytes below what the kernel must read: the launch and the point both edited, consistently."""
+    rec = json.loads(text)
+    rec["row"]["dram_read_bytes"] = 64
+    rec["kernels"][0]["dram_read_bytes"] = 64
+    t = rec["row"]["time_us"]
+    rec["row"]["dram_gbps"] = (64 + rec["row"]["dram_write_bytes"]) / (t * 1e-6) / 1e9
+    return _reseal(rec)
+
+
+TAMPER = {
+    "time_us_unsealed": (_edit_row("time_us", 0.001, reseal=False), "checksum mismatch"),
+    "time_us_0.001": (_edit_row("time_us", 0.001), "breaks physics"),
+    "dram_read_bytes_-5": (_edit_row("dram_read_bytes", -5), "breaks physics"),
+    "tflops_999999": (_edit_row("tflops", 999999), "breaks physics"),
+    "status_unknown": (_edit_row("status", "great"), "unknown status"),
+    "status_nan_time": (_edit_row("time_us", "NaN"), "breaks physics"),
+    "below_compulsory": (_kernel_dram, "compulsory"),
+    "no_checksum": (_no_checksum, "no checksum"),
+    "truncated": (lambda t: t[: len(t) // 2], "cannot be parsed"),
+    "not_json": (lambda t: "\x00garbage", "cannot be parsed"),
+    "empty": (lambda t: "", "cannot be parsed"),
+    "json_list": (lambda t: "[1, 2]", "cannot be parsed"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TAMPER))
+def test_tampered_point_is_recomputed(clean, tmp_path, capsys, kind):
+    _, csv, saved = clean
+    s, out = _copy(clean, tmp_path)
+    edit, why = TAMPER[kind]
+    victim = sorted(saved)[0]
+    f = out / "points" / victim
+    f.write_text(edit(f.read_text()))
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if "recomputing" in ln]
+    assert len(lines) == 1, err
+    assert victim[:-5] in lines[0] and why in lines[0], lines[0]
+    assert (out / "results.csv").read_text() == csv                 # equal to a clean run
+    assert json.loads((out / "manifest.json").read_text())["computed"] == 1   # the other point was served
+    again, why2 = check_record(f.read_text())                      # saved again, sealed
+    assert why2 is None and _numbers(again) == _numbers(check_record(saved[victim].decode())[0])
+
+
+def _numbers(rec):
+    """A point record's result, less its wall time (which differs run to run)."""
+    return {k: v for k, v in rec["row"].items() if k != "sim_wall_s"}, rec["kernels"]
+
+
+def test_directory_in_place_of_a_point_file(clean, tmp_path, capsys):
+    """A point path that is not a regular file is reported once; the run still finishes."""
+    _, csv, saved = clean
+    s, out = _copy(clean, tmp_path)
+    victim = out / "points" / sorted(saved)[0]
+    victim.unlink()
+    victim.mkdir()
+    rc = main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [ln for ln in err.splitlines() if "recomputing" in ln and "not a regular file" in ln]
+    # the point cannot be saved over a directory: one line, exit 2, the other point kept
+    assert rc in (0, 2)
+    if rc == 2:
+        assert len([ln for ln in err.splitlines() if "error" in ln]) == 1
+    assert (out / "points" / sorted(saved)[1]).read_bytes() == saved[sorted(saved)[1]]
+
+
+def test_clean_rerun_recomputes_nothing(clean, tmp_path, capsys):
+    _, csv, saved = clean
+    s, out = _copy(clean, tmp_path)
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    assert "recomputing" not in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text())["computed"] == 0
+    assert (out / "results.csv").read_text() == csv
+
+
+def test_point_file_checksum_round_trip():
+    rec = {"row": {"time_us": 1.5, "status": "ok"}, "kernels": [], "point": {"n": 3}}
+    text = point_text(rec)
+    back, why = check_record(text)
+    assert why is None and back == rec
+    assert check_record(text.replace("1.5", "1.6"))[1] == "point file checksum mismatch"
