@@ -91,3 +91,12 @@ def test_bounds_hold_every_shipped_default():
         assert bound_problem(name, lo) is None and bound_problem(name, hi) is None
         assert bound_problem(name, hi + 1) and bound_problem(name, lo - 1)
     assert bound_problem("user_param", 1 << 64) and bound_problem("eps", float("inf"))
+
+
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, "{a: " * 3000 + "1" + "}" * 3000])
+def test_set_nested_too_deeply_is_one_line(tmp_path, capsys, done, value):
+    """A --set value nested 3,000 deep gave a RecursionError traceback of thousands of lines."""
+    s = tmp_path / "s.yaml"
+    s.write_text(FLASH)
+    line = _refused(capsys, ["run", str(s), "--set", f"params={value}"], done, "--set", "nested too deeply")
+    assert len(line) < 300
