@@ -110,10 +110,10 @@ def test_directory_in_place_of_a_point_file(clean, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert [ln for ln in err.splitlines() if "recomputing" in ln and "not a regular file" in ln]
-    # the point cannot be saved over a directory: one line, exit 2, the other point kept
-    assert rc in (0, 2)
-    if rc == 2:
-        assert len([ln for ln in err.splitlines() if "error" in ln]) == 1
+    # the point cannot be saved over a directory: one error line naming it, exit 2, the other point kept
+    assert rc == 2
+    errors = [ln for ln in err.splitlines() if "error" in ln]
+    assert len(errors) == 1 and victim.name in errors[0]
     assert (out / "points" / sorted(saved)[1]).read_bytes() == saved[sorted(saved)[1]]
 
 
