@@ -155,7 +155,21 @@ def row_violations(row: dict, krows: list, cfg, params: dict | None = None, work
         s = sum(k[n] for k in krows)
         if krows and not _near(row[n], s, 1e-6, len(krows)):
             out.append(f"{n} {row[n]:.6g} is not the sum over its launches ({s:.6g})")
+    if not (_num(row.get("l2_hit_rate")) and 0 <= row["l2_hit_rate"] <= 1):
+        out.append(f"l2_hit_rate {row.get('l2_hit_rate')!r} is not a fraction")
+    err = row.get("max_rel_err")
+    if err not in ("", None):
+        from .result import check_status
+
+        try:
+            want = check_status(params or {}, float(err))[0]
+        except (TypeError, ValueError):
+            want = None
+        if want != status:
+            out.append(f"status {status} does not follow from max_rel_err {err!r} (the exact check says {want})")
     if cfg is not None:
+        if _num(row.get("clock_mhz")) and row["clock_mhz"] > cfg.clock_hz / 1e6 + 0.5:
+            out.append(f"clock {row['clock_mhz']} MHz is above the maximum {cfg.clock_hz / 1e6:.0f} MHz")
         dtype = (params or {}).get("dtype", "fp16")
         tensor = cfg.tensor_flops_per_s.get(dtype, max(cfg.tensor_flops_per_s.values()))
         peak = tensor if row["tensor_flops"] > 0 else cfg.fp32_flops_per_s

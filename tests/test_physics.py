@@ -185,3 +185,17 @@ def test_shipped_scenario_points_pass_every_check():
         assert physics.violations(r, wl, pt.config) == [], pt.kernel
         row, krows = _saved(r)
         assert physics.row_violations(row, krows, pt.config, pt.params, wl) == [], pt.kernel
+
+
+@pytest.mark.parametrize("field,value,what", [
+    ("l2_hit_rate", 1.5, "not a fraction"), ("clock_mhz", 5000, "above the maximum"),
+    ("max_rel_err", "0.5", "does not follow from max_rel_err")])
+def test_saved_row_inconsistent_with_itself_is_caught(field, value, what):
+    """A re-sealed edit that no run could write: a hit rate above 1, a clock above the config's
+    maximum, an ok status with an exact-check error above the tolerance (a mismatch turned ok)."""
+    from gpusim.hardware import load_gpu
+
+    row, krows = _saved(_ok())
+    row[field] = value
+    v = physics.row_violations(row, krows, load_gpu("h100"), {"dtype": "fp16"})
+    assert any(what in x for x in v), v
