@@ -100,3 +100,13 @@ def test_set_nested_too_deeply_is_one_line(tmp_path, capsys, done, value):
     s.write_text(FLASH)
     line = _refused(capsys, ["run", str(s), "--set", f"params={value}"], done, "--set", "nested too deeply")
     assert len(line) < 300
+
+
+@pytest.mark.parametrize("text,where", [
+    ("kernel: attention_flash\nparams: {batch: 1, heads: 16, seq_len: 256, kv_heads: 3}\n", "params.kv_heads"),
+    ("kernel: attention_decode\nparams: {batch: 1, heads: 16}\nsweep: {kv_heads: [4, 5]}\n", "sweep.kv_heads")])
+def test_kv_heads_that_do_not_divide_heads_are_refused_at_load(tmp_path, capsys, done, text, where):
+    """Every point of such a scenario was an error row with exit 1; now one line at load, exit 2."""
+    s = tmp_path / "kv.yaml"
+    s.write_text(text)
+    _refused(capsys, ["run", str(s)], done, "kv.yaml", where, "must divide heads = 16")

@@ -348,6 +348,15 @@ def bound_problem(name: str, val) -> str | None:
     return None
 
 
+def cross_problem(params: dict) -> tuple | None:
+    """(field, why) when a point's resolved parameters together describe no run, or None: K/V
+    heads that do not divide the query heads (each K/V head serves heads / kv_heads of them)."""
+    h, kv = params.get("heads"), params.get("kv_heads")
+    if isinstance(h, int) and isinstance(kv, int) and kv > 0 and h % kv:
+        return "kv_heads", f"kv_heads = {kv} must divide heads = {h} (0: one K/V head per query head)"
+    return None
+
+
 def _check_value(fld: str, kernels: dict, name: str, val):
     """Validate one parameter value against every kernel in the scenario that takes it."""
     if val is None:
@@ -468,6 +477,10 @@ def expand(model: ScenarioFile) -> list:
             resolved = kobj.resolve(p)
         except KernelParamError as e:
             raise field_error(f"params.{e.field}", f"{kernel}: {e}") from None
+        cross = cross_problem(resolved)
+        if cross:
+            where = f"sweep.{cross[0]}" if cross[0] in model.sweep else f"params.{cross[0]}"
+            raise field_error(where, f"{kernel}: {cross[1]}")
         points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work,
                             *refs[kernel]))
     bar.close()
