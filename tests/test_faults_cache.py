@@ -132,3 +132,34 @@ def test_point_file_checksum_round_trip():
     back, why = check_record(text)
     assert why is None and back == rec
     assert check_record(text.replace("1.5", "1.6"))[1] == "point file checksum mismatch"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "huge"])
+def test_point_file_that_is_no_plain_small_file_is_replaced(clean, tmp_path, capsys, kind):
+    """A FIFO never blocks the re-run, a symlink is neither followed nor its target touched, and a
+    huge file is not read: each is recomputed, one line, and saved as a plain file."""
+    import os
+
+    from gpusim.sweep import runner
+
+    _, csv, saved = clean
+    s, out = _copy(clean, tmp_path)
+    victim = out / "points" / sorted(saved)[0]
+    victim.unlink()
+    target = tmp_path / "elsewhere.json"
+    if kind == "fifo":
+        os.mkfifo(victim)
+    elif kind == "symlink":
+        target.write_bytes(saved[victim.name])
+        victim.symlink_to(target)
+    else:
+        with victim.open("wb") as f:
+            f.truncate(runner.MAX_POINT_FILE_BYTES + 1)      # sparse: no disk used
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "recomputing" in ln]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert (out / "results.csv").read_text() == csv
+    assert victim.is_file() and not victim.is_symlink() and check_record(victim.read_text())[1] is None
+    if kind == "symlink":
+        assert target.read_bytes() == saved[victim.name]
