@@ -136,11 +136,11 @@ def row_violations(row: dict, krows: list, cfg, params: dict | None = None, work
     status = row.get("status")
     if status not in ("ok", "mismatch"):
         return []
-    out = [f"{n} is {row.get(n)!r}" for n in ROW_NUMBERS if _bad(row.get(n))]
+    out = [f"{n} is {_brief(row.get(n))}" for n in ROW_NUMBERS if _bad(row.get(n))]
     for i, k in enumerate(krows):
         if not isinstance(k, dict):
             return [f"kernel row {i} is not a mapping"]
-        out += [f"launch {k.get('launch')}: {n} is {k.get(n)!r}" for n in KERNEL_NUMBERS if _bad(k.get(n))]
+        out += [f"launch {_brief(k.get('launch'))}: {n} is {_brief(k.get(n))}" for n in KERNEL_NUMBERS if _bad(k.get(n))]
     if out:
         return out
     t, flops = row["time_us"], row["flops"]
@@ -156,7 +156,7 @@ def row_violations(row: dict, krows: list, cfg, params: dict | None = None, work
         if krows and not _near(row[n], s, 1e-6, len(krows)):
             out.append(f"{n} {row[n]:.6g} is not the sum over its launches ({s:.6g})")
     if not (_num(row.get("l2_hit_rate")) and 0 <= row["l2_hit_rate"] <= 1):
-        out.append(f"l2_hit_rate {row.get('l2_hit_rate')!r} is not a fraction")
+        out.append(f"l2_hit_rate {_brief(row.get('l2_hit_rate'))} is not a fraction")
     err = row.get("max_rel_err")
     if err not in ("", None):
         from .result import check_status
@@ -166,7 +166,7 @@ def row_violations(row: dict, krows: list, cfg, params: dict | None = None, work
         except (TypeError, ValueError):
             want = None
         if want != status:
-            out.append(f"status {status} does not follow from max_rel_err {err!r} (the exact check says {want})")
+            out.append(f"status {status} does not follow from max_rel_err {_brief(err)} (the exact check says {want})")
     if cfg is not None:
         if _num(row.get("clock_mhz")) and row["clock_mhz"] > cfg.clock_hz / 1e6 + 0.5:
             out.append(f"clock {row['clock_mhz']} MHz is above the maximum {cfg.clock_hz / 1e6:.0f} MHz")
@@ -182,6 +182,12 @@ def row_violations(row: dict, krows: list, cfg, params: dict | None = None, work
     if workload is not None:
         out += _compulsory_problems(rd, wr, compulsory_bytes(workload))
     return out
+
+
+def _brief(x, n: int = 40) -> str:
+    """A short repr of a saved value (a tampered file may hold anything, of any length)."""
+    s = repr(x)
+    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def _num(x) -> bool:

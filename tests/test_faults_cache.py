@@ -163,3 +163,18 @@ def test_point_file_that_is_no_plain_small_file_is_replaced(clean, tmp_path, cap
     assert victim.is_file() and not victim.is_symlink() and check_record(victim.read_text())[1] is None
     if kind == "symlink":
         assert target.read_bytes() == saved[victim.name]
+
+
+def test_recompute_line_is_short_and_escaped_whatever_the_file_holds(clean, tmp_path, capsys):
+    """A re-sealed file whose fields hold megabytes and escape codes gives one short, printable line."""
+    _, csv, saved = clean
+    s, out = _copy(clean, tmp_path)
+    f = out / "points" / sorted(saved)[0]
+    rec = json.loads(f.read_text())
+    rec["row"]["status"] = "\x1b[31mok\n" + "x" * 100_000
+    rec["row"]["time_us"] = "\x1b[2J" * 10_000
+    f.write_text(_reseal(rec))
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "recomputing" in ln]
+    assert len(lines) == 1 and len(lines[0]) < 500 and "\x1b" not in lines[0]
+    assert (out / "results.csv").read_text() == csv

@@ -220,6 +220,7 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
 
 STATUSES = ("ok", "mismatch", "unphysical", "infeasible", "error")
 MAX_POINT_FILE_BYTES = 1 << 24      # a point file is a few KB; a larger one is not read
+MAX_NOTE = 300                      # characters of the reason in a "recomputing" line
 
 
 def _print_note(line: str) -> None:
@@ -253,7 +254,8 @@ def _load_saved(sc, pdir: Path, keys: list, code_hash: str, notify=_print_note) 
             why = _record_problem(pt, d, code_hash)
         if why:
             told.add(k)
-            notify(f"recomputing point {k} ({_printable(pt.kernel)} on {_printable(pt.gpu)}): {why}")
+            why = why if len(why) <= MAX_NOTE else why[:MAX_NOTE - 3] + "..."
+            notify(f"recomputing point {k} ({_printable(pt.kernel)} on {_printable(pt.gpu)}): {_printable(why)}")
             continue
         records[k] = d
     return records
@@ -267,7 +269,7 @@ def _record_problem(pt, d: dict, code_hash: str) -> str | None:
             and (d.get("provenance") or {}).get("code_hash") == code_hash):
         return "point file does not match its point"
     if d["row"].get("status") not in STATUSES:
-        return f"point file has an unknown status {_printable(d['row'].get('status'))!r}"
+        return f"point file has an unknown status {str(d['row'].get('status'))[:40]!r}"
     from .. import physics
 
     wl = _workload(pt) if d["row"].get("status") in ("ok", "mismatch") else None
