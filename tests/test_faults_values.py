@@ -110,3 +110,15 @@ def test_kv_heads_that_do_not_divide_heads_are_refused_at_load(tmp_path, capsys,
     s = tmp_path / "kv.yaml"
     s.write_text(text)
     _refused(capsys, ["run", str(s)], done, "kv.yaml", where, "must divide heads = 16")
+
+
+@pytest.mark.parametrize("body,where", [
+    ("batch: 1\nseq_len: " + HUGE + "\n", "'seq_len'"), ("batch: 1\nseq_len: -1\n", "'seq_len'"),
+    ("batch: 0\nseq_len: 1024\n", "'batch'"), ("batch: 1\nseq_len: 1024\nsweep: {seq_len: [1024, -5]}\n",
+                                              "'sweep.seq_len[1]'")])
+def test_bad_value_in_a_model_scenario(tmp_path, capsys, done, body, where):
+    """seq_len -1 said 'rows must be a positive integer' without file or field; 1e29 tokens gave an
+    infeasible row asking for 2e25 GiB."""
+    s = tmp_path / "m.yaml"
+    s.write_text("name: m\nmodel: llama3-8b\nphase: prefill\n" + body)
+    _refused(capsys, ["run", str(s)], done, "m.yaml", where, "outside the range a run can use")
