@@ -71,6 +71,7 @@ TAMPER = {
     "not_json": (lambda t: "\x00garbage", "cannot be parsed"),
     "empty": (lambda t: "", "cannot be parsed"),
     "json_list": (lambda t: "[1, 2]", "cannot be parsed"),
+    "nested_100000_deep": (lambda t: "[" * 100_000 + "]" * 100_000, "cannot be parsed"),
 }
 
 
@@ -178,3 +179,54 @@ def test_recompute_line_is_short_and_escaped_whatever_the_file_holds(clean, tmp_
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "recomputing" in ln]
     assert len(lines) == 1 and len(lines[0]) < 500 and "\x1b" not in lines[0]
     assert (out / "results.csv").read_text() == csv
+
+
+@pytest.mark.parametrize("kind", ["fifo", "nested", "huge", "not_an_object"])
+def test_manifest_that_cannot_be_read_never_blocks_a_run(clean, tmp_path, capsys, kind):
+    """A manifest.json that is a FIFO hung the run until killed; one nested 100,000 deep or huge is
+    not read whole. The run treats --out as holding no other scenario and writes a plain manifest."""
+    import os
+
+    from gpusim.sweep import runner
+
+    _, csv, _ = clean
+    s, out = _copy(clean, tmp_path)
+    m = out / "manifest.json"
+    m.unlink()
+    if kind == "fifo":
+        os.mkfifo(m)
+    elif kind == "nested":
+        m.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "huge":
+        with m.open("wb") as f:
+            f.truncate(runner.MAX_MANIFEST_BYTES + 1)
+    else:
+        m.write_text("[1, 2, 3]")
+    assert main(["run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert m.is_file() and json.loads(m.read_text())["complete"] is True
+    assert (out / "results.csv").read_text() == csv
+
+
+@pytest.mark.slow
+def test_manifest_symlinked_to_dev_zero_is_never_read(clean, tmp_path):
+    """It took 22 GB of RSS before; now the link is replaced and /dev/zero never opened (run in a
+    child process with a 2 GB address-space limit, so a regression cannot take the machine down)."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    s, out = _copy(clean, tmp_path)
+    m = out / "manifest.json"
+    m.unlink()
+    m.symlink_to("/dev/zero")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = {**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])}
+    p = subprocess.run([sys.executable, "-m", "gpusim", "run", str(s), "--out", str(out), "--no-plots", "--jobs", "1"],
+                       capture_output=True, text=True, timeout=60, preexec_fn=limit, env=env)
+    assert p.returncode == 0, p.stderr
+    assert m.is_file() and not m.is_symlink()

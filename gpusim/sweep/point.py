@@ -72,7 +72,7 @@ def check_record(text: str) -> tuple:
     checksum does not match its content."""
     try:
         d = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, "point file cannot be parsed"
     if not isinstance(d, dict):
         return None, "point file cannot be parsed (not a JSON object)"

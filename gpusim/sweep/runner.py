@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -82,12 +83,45 @@ def prepare_out(out: Path) -> Path:
     return pdir
 
 
+MAX_MANIFEST_BYTES = 1 << 26       # a manifest lists each point's wall time: ~10 bytes a point
+
+
+def read_small(p: Path, cap: int) -> str:
+    """The text of ``p`` if it is a regular file of at most ``cap`` bytes; ``OSError`` otherwise
+    (a FIFO, a device or a symlink to one is refused before it is opened: reading never blocks or
+    grows past ``cap``), ``ValueError`` if it is not UTF-8."""
+    st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(p))
+    if st.st_size > cap:
+        raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        data = os.read(fd, cap + 1)
+        while data and len(data) <= cap:
+            more = os.read(fd, cap + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
+    return data.decode("utf-8")
+
+
+def _manifest(out: Path):
+    """The parsed manifest of ``out``; None when there is none or it cannot be read (a manifest that
+    is a FIFO, a device, a symlink to one or huge is never opened or read whole)."""
+    try:
+        return json.loads(read_small(Path(out) / "manifest.json", MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _owner(out: Path) -> tuple | None:
     """(scenario name, source) of the results in ``out``, from its manifest; None if there are none."""
-    try:
-        m = json.loads((out / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return None
+    m = _manifest(out)
     if not isinstance(m, dict):
         return None
     data = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
@@ -114,10 +148,9 @@ def claim_out(out: Path, sc, force: bool = False) -> list:
         f.unlink()
     if pts:
         removed.append(f"{len(pts)} saved point(s)")
-    try:
-        listed = json.loads((out / "manifest.json").read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        listed = []
+    m = _manifest(out)
+    listed = m.get("files", []) if isinstance(m, dict) else []
+    listed = listed if isinstance(listed, list) else []
     for name in dict.fromkeys(list(OUTPUT_FILES) + [str(x) for x in listed]):
         f = out / name
         if "/" not in name and f.is_file() and not f.is_symlink():
@@ -130,9 +163,8 @@ def note_files(out: Path, paths: list) -> None:
     """Add files written next to the results (plots, timelines) to the manifest's ``files``, so a
     later ``--force`` run of another scenario removes them too."""
     m = Path(out) / "manifest.json"
-    try:
-        d = json.loads(m.read_text())
-    except (OSError, ValueError):
+    d = _manifest(out)
+    if not isinstance(d, dict) or not isinstance(d.get("files", []), list):
         return
     names = [Path(p).name for p in paths if Path(p).parent == Path(out)]
     d["files"] = list(dict.fromkeys(d.get("files", []) + names))
@@ -241,13 +273,11 @@ def _load_saved(sc, pdir: Path, keys: list, code_hash: str, notify=_print_note) 
             continue
         f = pdir / f"{k}.json"
         try:
-            if not f.is_file() or f.is_symlink():
-                if f.exists() or f.is_symlink():
-                    raise OSError("not a regular file")
+            if f.is_symlink():
+                raise OSError(errno.EINVAL, "a symlink, not a regular file")
+            if not f.exists():
                 continue
-            if f.stat().st_size > MAX_POINT_FILE_BYTES:
-                raise OSError(f"larger than {MAX_POINT_FILE_BYTES} bytes")
-            d, why = check_record(f.read_text())
+            d, why = check_record(read_small(f, MAX_POINT_FILE_BYTES))
         except (OSError, UnicodeDecodeError) as e:
             d, why = None, f"point file cannot be read ({getattr(e, 'strerror', None) or e})"
         if d is not None:
