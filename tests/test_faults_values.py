@@ -1,6 +1,8 @@
 """Values no run could use are refused at load: in a scenario file, in --set and in a sweep list,
 one stderr line naming the file and the field, exit 2, no traceback, and the results already in
 --out kept."""
+from pathlib import Path
+
 import pytest
 
 from gpusim.cli import main
@@ -122,3 +124,25 @@ def test_bad_value_in_a_model_scenario(tmp_path, capsys, done, body, where):
     s = tmp_path / "m.yaml"
     s.write_text("name: m\nmodel: llama3-8b\nphase: prefill\n" + body)
     _refused(capsys, ["run", str(s)], done, "m.yaml", where, "outside the range a run can use")
+
+
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo", "duplicate_key"])
+def test_bad_model_file_is_one_line(tmp_path, capsys, done, kind):
+    """A model scenario's `model:` file was read with no size cap or file-type check (a FIFO hung,
+    /dev/zero grew without bound) and YAML 1.1 rules (a key given twice kept the last)."""
+    import os
+
+    from gpusim.models.spec import PRESETS
+
+    if kind == "dev_zero":
+        model = "/dev/zero"
+    elif kind == "fifo":
+        model = str(tmp_path / "f.yaml")
+        os.mkfifo(model)
+    else:
+        model = str(tmp_path / "dup.yaml")
+        text = (PRESETS / "llama3-8b.yaml").read_text()
+        open(model, "w").write(text + text.splitlines()[-1] + "\n")
+    s = tmp_path / "m.yaml"
+    s.write_text(f"name: m\nmodel: {model}\nphase: prefill\nbatch: 1\nseq_len: 1024\n")
+    _refused(capsys, ["run", str(s)], done, Path(model).name)
