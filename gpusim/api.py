@@ -113,7 +113,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     kind, note = intervals.config_kind(cfg)
     return physics.judge(Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
                                 timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note,
-                                **common))
+                                **common), workload, cfg)
 
 
 def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool,

@@ -7,6 +7,10 @@ Owns three refusals, in this order:
 2. Tile rules Triton enforces (``dsl/rules.py``), else ``infeasible``.
 3. Work: an estimate of what the simulator (and the numpy check) would do; above ``max_work`` the
    point is refused with ``WorkLimitError`` naming the estimate and how to raise the limit.
+4. The exact check's memory (``check: true``): the arrays the numpy check would hold
+   (``check_bytes``); above ``MAX_CHECK_BYTES`` (scaled by ``max_work`` / ``DEFAULT_MAX_WORK``,
+   so raising the work limit raises it too) the point is refused the same way, before anything
+   is allocated.
 
 The per-CTA resource limits (SRAM, warps) stay in ``backends/sim/cost.occupancy``.
 """
@@ -36,6 +40,10 @@ NUMPY_OPS_PER_UNIT = 1        # the numpy check runs every op of every CTA (~10 
 # point estimates below 3e6 (the largest: scenarios/validation/flash_tiles.yaml, 2.6e6).
 DEFAULT_MAX_WORK = 2e7
 LOOP_STEPS = 16               # the engine's default loop coarsening (LaunchSim loop_steps)
+# The exact check's arrays at the default work limit: 4 GB. Every built-in scenario point with
+# check: true holds well below it; the auto check (api.AUTO_CHECK_MAX_ELEMS) far below.
+MAX_CHECK_BYTES = 4e9
+F64 = 8
 
 
 class WorkLimitError(ValueError):
@@ -117,6 +125,37 @@ def estimate_work(workload: ir.Workload, cfg: GPUConfig, fidelity: str = "fast",
     return WorkEstimate(units, steps, lines, scanned, numpy_ops)
 
 
+def check_bytes(workload: ir.Workload) -> float:
+    """Bytes of arrays the numpy check (``numpy_exec.check``) holds at its peak, estimated from the
+    tensors: the inputs drawn (float64 while drawn, then the storage dtype), every tensor in the
+    executor's memory (storage dtype), the reference's float64 inputs and outputs, and the error's
+    float64 copies of each output. A reference over attention scores (a ``seq_len`` parameter with
+    ``batch`` and ``heads``) also holds about four float64 arrays of batch x heads x seq_len^2."""
+    numel = {n: t.nbytes // ir.DTYPE_BYTES[t.dtype] for n, t in workload.tensors.items()}
+    size = {n: ir.DTYPE_BYTES[t.dtype] for n, t in workload.tensors.items()}
+    total = sum(numel[n] * size[n] for n in numel)                        # the executor's memory
+    total += sum(numel[n] * (size[n] + 2 * F64) for n in workload.inputs if n in numel)   # drawn + reference copy
+    total += sum(numel[n] * 3 * F64 for n in workload.outputs if n in numel)              # reference + error copies
+    p = workload.params or {}
+    if all(isinstance(p.get(k), int) and not isinstance(p.get(k), bool) for k in ("seq_len", "batch", "heads")):
+        total += 4 * F64 * p["batch"] * p["heads"] * p["seq_len"] ** 2
+    return float(total)
+
+
+def check_memory(workload: ir.Workload, check=False, max_work: float | None = None) -> None:
+    """Raise ``WorkLimitError`` when ``check is True`` and the exact check would hold more than
+    ``MAX_CHECK_BYTES`` (scaled by the work limit) of arrays."""
+    if check is not True:
+        return
+    limit = MAX_CHECK_BYTES * ((max_work or DEFAULT_MAX_WORK) / DEFAULT_MAX_WORK)
+    need = check_bytes(workload)
+    if need > limit:
+        raise WorkLimitError(
+            f"{workload.name}: refused, the exact check (check: true) would hold about {need / GB:.3g} GB of arrays, "
+            f"above its limit of {limit / GB:.3g} GB; set check: false (or auto), shrink the point, or raise "
+            f"max_work (the limit scales with it)")
+
+
 def infeasible_reason(workload: ir.Workload, cfg: GPUConfig) -> str | None:
     """Why no GPU run of ``workload`` on ``cfg`` is possible (HBM capacity, Triton tile rules), or None."""
     return hbm_problem(workload, cfg) or first_violation(workload)
@@ -126,6 +165,7 @@ def check_work(workload: ir.Workload, cfg: GPUConfig, fidelity: str = "fast", ch
                max_work: float | None = None, ctas_per_sm: dict | None = None) -> WorkEstimate:
     """Raise ``WorkLimitError`` when the estimate exceeds ``max_work`` (default ``DEFAULT_MAX_WORK``)."""
     limit = DEFAULT_MAX_WORK if max_work is None else max_work
+    check_memory(workload, check, max_work)
     est = estimate_work(workload, cfg, fidelity, check, ctas_per_sm)
     if est.units > limit:
         raise WorkLimitError(

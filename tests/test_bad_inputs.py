@@ -313,7 +313,7 @@ def test_impossible_point_is_infeasible_without_simulating(monkeypatch, kernel, 
 def test_impossible_point_in_a_run_is_an_infeasible_row(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(api, "LaunchSim", _NoSim)
     p = tmp_path / "s.yaml"
-    p.write_text("kernel: attention_flash\ngpu: h100\nsweep: {seq_len: [1000000000]}\n")
+    p.write_text("kernel: attention_flash\ngpu: h100\nsweep: {seq_len: [16777216]}\n")
     rc = main(["run", str(p), "--out", str(tmp_path / "o"), "--no-plots", "--jobs", "1"])
     capsys.readouterr()
     assert rc == 0

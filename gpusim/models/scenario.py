@@ -26,6 +26,23 @@ class ModelScenario(BaseModel):
     sweep: dict[str, list] = {}
 
 
+# the sizes a run can use (the kernel scenarios' bounds, SECURITY.md "Runs and inputs"); context as seq_len
+BOUNDED = ("batch", "seq_len", "context")
+
+
+def _bound_problem(name: str, v) -> str | None:
+    from ..sweep.scenario import PARAM_BOUNDS
+
+    if v is None and name != "batch":
+        return None
+    lo, hi = PARAM_BOUNDS["seq_len" if name == "context" else name]
+    if isinstance(v, bool) or not isinstance(v, int):
+        return f"must be an integer, got {str(v)[:40]!r}"
+    if not lo <= v <= hi:
+        return f"{name} = {str(v)[:40]} is outside the range a run can use, {lo:,} .. {hi:,}"
+    return None
+
+
 def is_model_scenario(path) -> bool:
     """Whether the scenario file names a model; any file it cannot read is left to the scenario
     loader, which says why in one line."""
@@ -46,6 +63,11 @@ def load(path) -> ModelScenario:
     bad = [k for k in sc.sweep if k not in SWEEPABLE]
     if bad:
         raise ValueError(f"{path}: field 'sweep.{bad[0]}': a model scenario sweeps {', '.join(SWEEPABLE)}")
+    for where, name, v in [(k, k, getattr(sc, k)) for k in BOUNDED] + [
+            (f"sweep.{k}[{i}]", k, x) for k in BOUNDED for i, x in enumerate(sc.sweep.get(k, []))]:
+        why = _bound_problem(name, v)
+        if why:
+            raise ValueError(f"{path}: field {where!r}: {why}")
     if sc.model and not Path(sc.model).is_absolute() and (Path(path).parent / sc.model).exists():
         sc.model = str(Path(path).parent / sc.model)
     return sc

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PRESETS = Path(__file__).parent / "presets"
@@ -74,7 +73,13 @@ def load_model(ref: str | Path | dict | ModelSpec, *, dtype: str | None = None) 
                 path = PRESETS / f"{ref}.yaml"
             if not path.exists():
                 raise ModelError(f"model {ref!r}: no such file or preset (presets: {', '.join(preset_names())})")
-            where, data = str(path), yaml.safe_load(path.read_text())
+            from ..sweep.errors import ScenarioError
+            from ..sweep.yamlio import read_yaml
+
+            try:      # bounded: a regular file of at most 1 MiB, YAML 1.2 scalars, no key twice
+                where, data = str(path), read_yaml(path, "a model YAML file")
+            except ScenarioError as e:
+                raise ModelError(str(e)) from None
         try:
             spec = ModelSpec.model_validate(data)
         except ValidationError as e:

@@ -53,9 +53,35 @@ def point_dict(pt: Point) -> dict:
     return d
 
 
-def format_overrides(overrides: dict) -> str:
-    """The ``gpu_overrides`` CSV cell: ``field=value`` pairs joined by ``;`` (empty when none)."""
-    return ";".join(f"{k}={v}" for k, v in overrides.items())
+def point_text(rec: dict) -> str:
+    """A point file's text: ``rec`` (the point, its result rows, provenance) with ``checksum``, the
+    SHA-256 of ``rec``'s canonical JSON (sorted keys, no checksum), so a file edited by hand or
+    damaged on disk is noticed (``check_record``) and recomputed."""
+    rec = {k: v for k, v in rec.items() if k != "checksum"}
+    rec = json.loads(json.dumps(rec, sort_keys=True, default=str))
+    return json.dumps({**rec, "checksum": _digest(rec)}, sort_keys=True)
+
+
+def _digest(rec: dict) -> str:
+    return hashlib.sha256(json.dumps(rec, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_record(text: str) -> tuple:
+    """(the record, None) of a point file's text whose checksum holds, else (None, why not) in a
+    few words: it cannot be parsed, has no checksum (written by a gpusim before checksums), or its
+    checksum does not match its content."""
+    try:
+        d = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "point file cannot be parsed"
+    if not isinstance(d, dict):
+        return None, "point file cannot be parsed (not a JSON object)"
+    want = d.pop("checksum", None)
+    if want is None:
+        return None, "point file has no checksum (written by an older gpusim)"
+    if want != _digest(d):
+        return None, "point file checksum mismatch"
+    return d, None
 
 
 def run_point(point: Point, timeline: bool = False):

@@ -4,14 +4,19 @@ local process pool or on dask), saving each as it finishes, and writing the CSVs
 Every finished point is saved under ``OUT/points/KEY.json`` (atomically) with its provenance
 (code hash, git revision and dirty flag, config hash); the key hashes everything that determines
 the result (``point.Point.key``), so re-running skips finished points, an interrupted sweep
-loses nothing, and a changed model or GPU config never serves old numbers. An ``OUT`` holding
-another scenario's results is refused unless ``force``, which removes them first.
+loses nothing, and a changed model or GPU config never serves old numbers. Each point file
+carries a checksum of its content (``point.point_text``); on a re-run a file that cannot be parsed,
+has no checksum or fails it, or whose result breaks physics (``physics.row_violations``, checked
+again on the saved numbers) is recomputed, and the run prints one line saying so. An ``OUT``
+holding another scenario's results is refused unless ``force``, which removes them first.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
+import stat
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +24,7 @@ from .. import provenance
 from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 from .errors import SaveError, ScenarioError
 from .executors import DASK_TIMEOUT_S, run_dask, run_pool
-from .point import point_dict, run_point
+from .point import check_record, point_dict, point_text, run_point
 from .progress import Progress
 
 OUTPUT_FILES = ("results.csv", "kernels.csv", "manifest.json")
@@ -78,12 +83,45 @@ def prepare_out(out: Path) -> Path:
     return pdir
 
 
+MAX_MANIFEST_BYTES = 1 << 26       # a manifest lists each point's wall time: ~10 bytes a point
+
+
+def read_small(p: Path, cap: int) -> str:
+    """The text of ``p`` if it is a regular file of at most ``cap`` bytes; ``OSError`` otherwise
+    (a FIFO, a device or a symlink to one is refused before it is opened: reading never blocks or
+    grows past ``cap``), ``ValueError`` if it is not UTF-8."""
+    st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(p))
+    if st.st_size > cap:
+        raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        data = os.read(fd, cap + 1)
+        while data and len(data) <= cap:
+            more = os.read(fd, cap + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
+    return data.decode("utf-8")
+
+
+def _manifest(out: Path):
+    """The parsed manifest of ``out``; None when there is none or it cannot be read (a manifest that
+    is a FIFO, a device, a symlink to one or huge is never opened or read whole)."""
+    try:
+        return json.loads(read_small(Path(out) / "manifest.json", MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def _owner(out: Path) -> tuple | None:
     """(scenario name, source) of the results in ``out``, from its manifest; None if there are none."""
-    try:
-        m = json.loads((out / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return None
+    m = _manifest(out)
     if not isinstance(m, dict):
         return None
     data = m.get("scenario") if isinstance(m.get("scenario"), dict) else {}
@@ -110,10 +148,9 @@ def claim_out(out: Path, sc, force: bool = False) -> list:
         f.unlink()
     if pts:
         removed.append(f"{len(pts)} saved point(s)")
-    try:
-        listed = json.loads((out / "manifest.json").read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        listed = []
+    m = _manifest(out)
+    listed = m.get("files", []) if isinstance(m, dict) else []
+    listed = listed if isinstance(listed, list) else []
     for name in dict.fromkeys(list(OUTPUT_FILES) + [str(x) for x in listed]):
         f = out / name
         if "/" not in name and f.is_file() and not f.is_symlink():
@@ -126,9 +163,8 @@ def note_files(out: Path, paths: list) -> None:
     """Add files written next to the results (plots, timelines) to the manifest's ``files``, so a
     later ``--force`` run of another scenario removes them too."""
     m = Path(out) / "manifest.json"
-    try:
-        d = json.loads(m.read_text())
-    except (OSError, ValueError):
+    d = _manifest(out)
+    if not isinstance(d, dict) or not isinstance(d.get("files", []), list):
         return
     names = [Path(p).name for p in paths if Path(p).parent == Path(out)]
     d["files"] = list(dict.fromkeys(d.get("files", []) + names))
@@ -137,8 +173,10 @@ def note_files(out: Path, paths: list) -> None:
 
 def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, executor: str = "local",
                  scheduler: str | None = None, progress: bool | None = None,
-                 dask_timeout: float = DASK_TIMEOUT_S) -> tuple:
+                 dask_timeout: float = DASK_TIMEOUT_S, notify=None) -> tuple:
     """Run every point (saved ones are skipped unless ``force``), write results.csv, kernels.csv, manifest.json.
+    ``notify`` gets one line per saved point that is recomputed because it fails its checks
+    (default: printed to stderr).
 
     Returns (rows, kernel_rows). A point that fails is an error row; ``RunError`` means points were
     lost to a dead worker; on any exception the finished points are saved and, if this run computed
@@ -149,7 +187,7 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     prov = provenance.record()
     keys = [pt.key() for pt in sc.points]
-    records = {} if force else _load_saved(sc, pdir, keys, prov["code_hash"])
+    records = {} if force else _load_saved(sc, pdir, keys, prov["code_hash"], notify or _print_note)
     todo, seen = [], set(records)
     for i, k in enumerate(keys):
         if k not in seen:
@@ -164,7 +202,7 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
         pt = sc.points[i]
         rec = {"point": point_dict(pt), "row": row, "kernels": krows, "scenario": sc.name,
                "config_hash": pt.config_hash, "provenance": prov}
-        text = json.dumps(rec, sort_keys=True, default=str)
+        text = point_text(rec)
         atomic_write(pdir / f"{keys[i]}.json", text)
         records[keys[i]] = json.loads(text)
         computed += 1
@@ -212,22 +250,71 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
     return finish(True)
 
 
-def _load_saved(sc, pdir: Path, keys: list, code_hash: str) -> dict:
-    """Saved points that parse, match their point and were computed by this code; anything else is recomputed."""
-    records = {}
+STATUSES = ("ok", "mismatch", "unphysical", "infeasible", "error")
+MAX_POINT_FILE_BYTES = 1 << 24      # a point file is a few KB; a larger one is not read
+MAX_NOTE = 300                      # characters of the reason in a "recomputing" line
+
+
+def _print_note(line: str) -> None:
+    print(f"gpusim: {line}", file=sys.stderr)
+
+
+def _printable(text) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def _load_saved(sc, pdir: Path, keys: list, code_hash: str, notify=_print_note) -> dict:
+    """Saved points whose file passes its checksum, matches its point, was computed by this code
+    and holds a physical result. A point file that exists but fails any of these is recomputed,
+    with one line to ``notify`` saying why; a missing one silently."""
+    records, told = {}, set()
     for pt, k in zip(sc.points, keys):
-        if k in records:
+        if k in records or k in told:
             continue
+        f = pdir / f"{k}.json"
         try:
-            d = json.loads((pdir / f"{k}.json").read_text())
-        except (OSError, ValueError):
+            if f.is_symlink():
+                raise OSError(errno.EINVAL, "a symlink, not a regular file")
+            if not f.exists():
+                continue
+            d, why = check_record(read_small(f, MAX_POINT_FILE_BYTES))
+        except (OSError, UnicodeDecodeError) as e:
+            d, why = None, f"point file cannot be read ({getattr(e, 'strerror', None) or e})"
+        if d is not None:
+            why = _record_problem(pt, d, code_hash)
+        if why:
+            told.add(k)
+            why = why if len(why) <= MAX_NOTE else why[:MAX_NOTE - 3] + "..."
+            notify(f"recomputing point {k} ({_printable(pt.kernel)} on {_printable(pt.gpu)}): {_printable(why)}")
             continue
-        if (isinstance(d, dict) and isinstance(d.get("row"), dict) and isinstance(d.get("kernels"), list)
-                and d.get("point") == json.loads(json.dumps(point_dict(pt), default=str))
-                and d.get("config_hash") == pt.config_hash
-                and (d.get("provenance") or {}).get("code_hash") == code_hash):
-            records[k] = d
+        records[k] = d
     return records
+
+
+def _record_problem(pt, d: dict, code_hash: str) -> str | None:
+    """Why a checksummed point record cannot be served for ``pt``, or None."""
+    if not (isinstance(d.get("row"), dict) and isinstance(d.get("kernels"), list)
+            and d.get("point") == json.loads(json.dumps(point_dict(pt), default=str))
+            and d.get("config_hash") == pt.config_hash
+            and (d.get("provenance") or {}).get("code_hash") == code_hash):
+        return "point file does not match its point"
+    if d["row"].get("status") not in STATUSES:
+        return f"point file has an unknown status {str(d['row'].get('status'))[:40]!r}"
+    from .. import physics
+
+    wl = _workload(pt) if d["row"].get("status") in ("ok", "mismatch") else None
+    why = physics.row_violations(d["row"], d["kernels"], pt.config, pt.params, wl)
+    return f"cached result breaks physics: {'; '.join(why)}" if why else None
+
+
+def _workload(pt):
+    """The workload of ``pt`` (for its compulsory bytes), or None when it cannot be built."""
+    try:
+        from ..kernels import resolve_kernel
+
+        return resolve_kernel(pt.kernel_ref or pt.kernel).build(pt.params)
+    except Exception:
+        return None
 
 
 def collect(sc, records: dict, keys: list) -> tuple:

@@ -36,6 +36,9 @@ def parse_assignment(a: str, src: str = "--set") -> tuple:
                             f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
     except InputError as e:
         raise ScenarioError(f"{src} {a!r}: {key.strip()}: {e}") from None
+    except RecursionError:
+        raise ScenarioError(f"{src} {_short(a)}: {key.strip()}: nested too deeply; a value is a number, "
+                            f"a string or a short list or mapping") from None
     return storage_path(key), val
 
 
