@@ -12,25 +12,7 @@ from .backends.sim.events import OP_KINDS, CTAEvent, LaunchEvent, OpEvent, Trans
 # saturated and the time goes to waiting (latency, dependencies) or to idle SMs.
 BOUND_BUSY = 0.5
 
-# The exact check's tolerance: a point whose max_rel_err against the float64 reference exceeds
-# its storage dtype's value gets status ``mismatch`` (the same tolerances the H200 validation uses).
-CHECK_TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}
-
-
-def check_tolerance(params: dict) -> float:
-    """The max_rel_err a point with these parameters may have (by its ``dtype``, fp16 when none)."""
-    return CHECK_TOLERANCE.get(params.get("dtype", "fp16"), max(CHECK_TOLERANCE.values()))
-
-
-def check_status(params: dict, max_rel_err: float | None) -> tuple[str, str]:
-    """(status, reason) of a simulated point given its exact check: ok, or mismatch with the error."""
-    if max_rel_err is None:
-        return "ok", ""
-    tol = check_tolerance(params)
-    if max_rel_err <= tol:     # NaN fails this comparison too
-        return "ok", ""
-    return "mismatch", (f"exact check failed: max_rel_err {max_rel_err:.3g} exceeds the "
-                        f"{params.get('dtype', 'fp16')} tolerance {tol:g} against the float64 reference")
+from .physics import CHECK_TOLERANCE, check_status, check_tolerance  # noqa: F401,E402  (re-exported)
 
 
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS

@@ -6,8 +6,8 @@ from tests.test_imports import MODULES, PKG, _imports
 
 FLOORS = {  # module or package prefix -> floor; the longest prefix wins
     "gpusim.dsl": 0, "gpusim.errors": 0, "gpusim.yamlio": 0, "gpusim.physics": 0, "gpusim.provenance": 0,
-    "gpusim.plausible": 0, "gpusim.config_io": 0, "gpusim.whatif": 0,
-    "gpusim.hardware": 1, "gpusim.intervals": 1,
+    "gpusim.plausible": 0, "gpusim.config_io": 0, "gpusim.whatif": 0, "gpusim.bounds": 0,
+    "gpusim.hardware": 1, "gpusim.intervals": 1, "gpusim.overrides": 1,
     "gpusim.backends": 2, "gpusim.backends.triton": 2,      # lowering to Triton and compiling it
     "gpusim.compiler": 3, "gpusim.precheck": 3, "gpusim.backends.numpy_exec": 3,
     "gpusim.backends.sim": 4,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from ..bounds import PARAM_BOUNDS
 from ..yamlio import read_yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -31,8 +32,6 @@ BOUNDED = ("batch", "seq_len", "context")
 
 
 def _bound_problem(name: str, v) -> str | None:
-    from ..sweep.scenario import PARAM_BOUNDS
-
     if v is None and name != "batch":
         return None
     lo, hi = PARAM_BOUNDS["seq_len" if name == "context" else name]

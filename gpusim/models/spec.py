@@ -73,8 +73,8 @@ def load_model(ref: str | Path | dict | ModelSpec, *, dtype: str | None = None) 
                 path = PRESETS / f"{ref}.yaml"
             if not path.exists():
                 raise ModelError(f"model {ref!r}: no such file or preset (presets: {', '.join(preset_names())})")
-            from ..sweep.errors import ScenarioError
-            from ..sweep.yamlio import read_yaml
+            from ..errors import ScenarioError
+            from ..yamlio import read_yaml
 
             try:      # bounded: a regular file of at most 1 MiB, YAML 1.2 scalars, no key twice
                 where, data = str(path), read_yaml(path, "a model YAML file")

@@ -57,7 +57,7 @@ def what_if_config(cfg, rows) -> tuple:
     """(``cfg`` with the ``gpu.<field>`` values every row shares applied, a note for the subtitle):
     the roofs of a what-if are the changed GPU's. A roof field that differs between the points
     cannot be drawn as one roof; the note says so."""
-    from ..sweep.gpus import with_overrides
+    from ..overrides import with_overrides
 
     common, differ = {}, []
     for c in dict.fromkeys(c for r in rows for c in r if isinstance(c, str) and c.startswith("gpu.")):

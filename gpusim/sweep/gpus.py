@@ -6,11 +6,8 @@ import difflib
 import re
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from ..hardware import ConfigError, GPUConfig, load_gpu
-from ..whatif import derived_overrides
-from .errors import field_error
+from ..overrides import with_overrides  # noqa: F401  (re-exported)
 
 # GPU fields that describe rather than parametrize the hardware; they cannot be overridden.
 NOT_OVERRIDABLE = ("name", "description", "sources", "measurements", "provenance")
@@ -58,20 +55,3 @@ def resolve_gpu(g: str, base_dir: Path) -> GPUConfig:
         if c.is_dir():
             raise ConfigError(f"{c}: is a directory, expected a GPU YAML file")
     raise ConfigError(f"{g}: file not found (looked for {' and '.join(str(c) for c in tried)})")
-
-
-def with_overrides(cfg: GPUConfig, overrides: dict, where: str) -> tuple:
-    """(``cfg`` with ``overrides`` applied and validated by ``GPUConfig``, the validated values)."""
-    if not overrides:
-        return cfg, {}
-    try:
-        new = GPUConfig.model_validate({**cfg.model_dump(), **derived_overrides(cfg, overrides)})
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        got = f" (got {_short(err['input'])})" if err["loc"] else ""
-        if where == "gpu_overrides" and err["loc"] and err["loc"][0] in overrides:
-            where = f"gpu_overrides.{err['loc'][0]}"
-        raise field_error(where, f"{cfg.name} with {', '.join(f'{k}={v}' for k, v in overrides.items())}: "
-                          f"{loc + ': ' if loc else ''}{err['msg']}{got}") from None
-    return new, {k: getattr(new, k) for k in overrides}
