@@ -9,11 +9,6 @@ model (``gpusim schema`` prints its JSON Schema); running points is ``runner``'s
 """
 from __future__ import annotations
 
-import difflib
-import hashlib
-import itertools
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +22,17 @@ from ..hardware import ConfigError, GPUConfig
 from ..kernels import ALL_PARAM_NAMES, KERNELS, Kernel, KernelParamError, resolve_kernel
 from ..precheck import max_work_problem, read_max_work
 from ..bounds import PARAM_BOUNDS, bound_problem, cross_problem  # noqa: F401  (re-exported)
+from .axes import SHOW_EXPANSION, ZIP_KEY, _count, _zip_groups, expand, flat_sweep, sweep_axes, sweep_paths  # noqa: F401
+from .kernel_files import _is_file_kernel, kernel_ref, kernel_source_hash  # noqa: F401  (re-exported)
+from .messages import _did_you_mean, _expected, _short, _taking  # noqa: F401
 from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
 from .gpus import GPU_FIELDS, resolve_gpu, with_overrides
-from .point import Point
-from .progress import Progress
 from .yamlio import apply_set, read_yaml, storage_path
 
 # Refuse larger sweeps unless asked (--max-points): at the simulator's ~0.05-1 s per point a
 # hundred thousand points is already hours of CPU, and a typo such as one extra list is
 # usually what makes a sweep explode.
 MAX_POINTS = 100_000
-# Expanding costs tens of microseconds a point: from this many points on (seconds) it shows progress.
-SHOW_EXPANSION = 50_000
-
 _Value = Annotated[Any, WithJsonSchema({"type": ["integer", "number", "boolean", "string"]})]
 _LIST_SCHEMA = {"type": "array", "minItems": 1, "items": {"type": ["integer", "number", "boolean", "string"]}}
 _GROUP_SCHEMA = {"type": "object", "minProperties": 1, "additionalProperties": _LIST_SCHEMA}
@@ -49,42 +42,8 @@ _SWEEP_SCHEMA = {"type": "object", "additionalProperties": _LIST_SCHEMA, "proper
                            "(one axis of the product); a list of such mappings for several groups"}}}
 
 
-def _did_you_mean(word, options):
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
-
-
-def _expected(pname: str) -> str:
-    """What a parameter accepts, in words (from the first kernel that takes it)."""
-    for spec in KERNELS.values():
-        p = spec.param(pname)
-        if p is None:
-            continue
-        if p.choices:
-            return f"one of {', '.join(map(str, p.choices))}"
-        if p.kind is bool:
-            return "true or false"
-        if p.kind is int:
-            return "a positive integer" if p.positive else "an integer"
-        return "a string"
-    return "a value"
-
-
-def _taking(kernels: list, verb: str) -> str:
-    return f"{' and '.join(kernels)} {verb}{('es' if verb == 'do' else 's') if len(kernels) == 1 else ''}"
-
-
 def _context_dir(info: ValidationInfo) -> Path:
     return Path((info.context or {}).get("base_dir", "."))
-
-
-def _is_file_kernel(name) -> bool:
-    return isinstance(name, str) and ":" in name
 
 
 def kernel_of(name: str, base_dir: Path, fld: str = "kernel") -> Kernel:
@@ -97,30 +56,6 @@ def kernel_of(name: str, base_dir: Path, fld: str = "kernel") -> Kernel:
         return resolve_kernel(name, base_dir)
     except KernelParamError as e:
         raise field_error(fld, str(e)) from None
-
-
-def kernel_ref(name: str, base_dir: Path) -> str:
-    """What a worker process passes to ``simulate``: a kernel file's path made absolute (workers
-    may run elsewhere in the tree); built-in and ``module:name`` kernels as given."""
-    where, _, attr = name.rpartition(":")
-    if where and (where.endswith(".py") or "/" in where) and not Path(where).is_absolute():
-        return f"{(base_dir / where).resolve()}:{attr}"
-    return name
-
-
-def kernel_source_hash(name: str, base_dir: Path) -> str:
-    """Hash of a kernel file's text and of every other ``.py`` file beside it (modules it may import:
-    the file's folder is on ``sys.path`` while it is imported), part of the cache key: an edited
-    kernel or helper module is re-simulated. "" for built-in and ``module:name`` kernels."""
-    ref = kernel_ref(name, base_dir)
-    where = ref.rpartition(":")[0]
-    if where and (where.endswith(".py") or "/" in where):
-        h = hashlib.sha256(Path(where).read_bytes())
-        for f in sorted(Path(where).parent.glob("*.py")):
-            if f.name != Path(where).name and f.is_file():
-                h.update(f.name.encode() + b"\0" + f.read_bytes())
-        return h.hexdigest()[:16]
-    return ""
 
 
 class ScenarioFile(BaseModel):
@@ -369,66 +304,6 @@ def _check_value(fld: str, kernels: dict, name: str, val):
             raise field_error(fld, why)
 
 
-ZIP_KEY = "zip"     # the sweep key whose fields take their values together
-
-
-def _zip_groups(z) -> list | None:
-    """[(path, {field: values})] of a sweep's ``zip`` entry: one mapping, or a list of them;
-    None when it is neither."""
-    if z is None:
-        return []
-    if isinstance(z, dict):
-        return [(f"sweep.{ZIP_KEY}", z)]
-    if isinstance(z, list) and z and all(isinstance(g, dict) for g in z):
-        return [(f"sweep.{ZIP_KEY}[{i}]", g) for i, g in enumerate(z)]
-    return None
-
-
-def sweep_axes(sweep: dict) -> list:
-    """The axes of the product, in scenario order: (field names, value rows). A plain key is an
-    axis of one field; a zip group one axis of its fields, row i holding each one's i-th value."""
-    axes = []
-    for k, v in (sweep or {}).items():
-        if k != ZIP_KEY:
-            axes.append(([k], [(x,) for x in v]))
-            continue
-        for _, g in _zip_groups(v) or []:
-            names = list(g)
-            axes.append((names, list(zip(*(g[n] for n in names)))))
-    return axes
-
-
-def flat_sweep(sweep: dict) -> dict:
-    """Every swept field and its values, zipped ones included, in scenario order."""
-    return {n: [row[i] for row in rows] for names, rows in sweep_axes(sweep) for i, n in enumerate(names)}
-
-
-def sweep_paths(sweep: dict) -> dict:
-    """Each swept field's path in the scenario (``sweep.seq_len``, ``sweep.zip.gpu.l2_bytes``)."""
-    out = {k: f"sweep.{k}" for k in (sweep or {}) if k != ZIP_KEY}
-    for path, g in _zip_groups((sweep or {}).get(ZIP_KEY)) or []:
-        out.update({k: f"{path}.{k}" for k in g})
-    return out
-
-
-def _count(sweep) -> int | None:
-    """The number of points of a well-formed sweep (None while it is not one)."""
-    if not isinstance(sweep, dict):
-        return None
-    n = 1
-    for k, v in sweep.items():
-        if k == ZIP_KEY:
-            groups = _zip_groups(v)
-            if groups is None or not all(g and all(isinstance(x, list) for x in g.values()) for _, g in groups):
-                return None
-            n *= math.prod(min(len(x) for x in g.values()) for _, g in groups)
-        elif isinstance(v, list):
-            n *= len(v)
-        else:
-            return None
-    return n
-
-
 @dataclass
 class Scenario:
     name: str
@@ -503,43 +378,3 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
     fields = list(model.gpu_overrides) + [k[4:] for k in flat_sweep(model.sweep) if k.startswith("gpu.")]
     return Scenario(model.name or Path(src).stem, src, data, points, param_names, hashes, list(overrides or []),
                     list(dict.fromkeys(fields)))
-
-
-def expand(model: ScenarioFile) -> list:
-    """The sweep's cartesian product as points (scenario order: the last sweep key varies fastest;
-    a zip group is one axis, its fields' i-th values in one point)."""
-    axes = sweep_axes(model.sweep)
-    points, configs, refs = [], {}, {}
-    total = math.prod(len(rows) for _, rows in axes)
-    bar = Progress(total, enabled=None if total >= SHOW_EXPANSION else False, what=" expanding the sweep")
-    for combo in itertools.product(*(rows for _, rows in axes)):
-        bar.update()
-        d = {n: x for (names, _), row in zip(axes, combo) for n, x in zip(names, row)}
-        gpu = d.pop("gpu", model.gpu)
-        kernel = d.pop("kernel", model.kernel)
-        swept = {k[4:]: d.pop(k) for k in list(d) if k.startswith("gpu.")}
-        ck = (gpu, json.dumps(swept, sort_keys=True, default=str))
-        if ck not in configs:
-            base = model.config(gpu)
-            cfg, vals = with_overrides(base, swept, "sweep")
-            fixed = {k: getattr(base, k) for k in model.gpu_overrides}
-            configs[ck] = (cfg, cfg.config_hash(), {**fixed, **vals})
-        cfg, h, ov = configs[ck]
-        p = dict(model.params)
-        p.update(d)
-        kobj = model.kernel_obj(kernel)
-        if kernel not in refs:
-            refs[kernel] = (kernel_ref(kernel, model._base_dir), kernel_source_hash(kernel, model._base_dir))
-        p = {k: v for k, v in p.items() if kobj.param(k)}
-        try:
-            resolved = kobj.resolve(p)
-        except KernelParamError as e:
-            raise field_error(f"params.{e.field}", f"{kernel}: {e}") from None
-        cross = cross_problem(resolved)
-        if cross:
-            where = f"sweep.{cross[0]}" if cross[0] in model.sweep else f"params.{cross[0]}"
-            raise field_error(where, f"{kernel}: {cross[1]}")
-        points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work,
-                            *refs[kernel]))
-    bar.close()
-    return points

@@ -195,9 +195,9 @@ def test_schema_command_in_a_real_process():
 
 
 def test_large_expansion_shows_progress(tmp_path, capsys, monkeypatch):
-    from gpusim.sweep import scenario
+    from gpusim.sweep import axes
 
-    monkeypatch.setattr(scenario, "SHOW_EXPANSION", 10)
+    monkeypatch.setattr(axes, "SHOW_EXPANSION", 10)
     p = _write(tmp_path, "kernel: elementwise_fused\nsweep: {n: [1024, 2048, 4096, 8192, 16384], BLOCK: [128, 256]}\n")
     assert len(load_scenario(p).points) == 10
     lines = capsys.readouterr().err.splitlines()
