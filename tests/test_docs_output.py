@@ -2,7 +2,10 @@
 up to what legitimately varies (wall times, progress lines, temporary paths; see
 benchmarks/regen_docs.py). A failure names the page, the line and the command; fix it with
 ``python benchmarks/regen_docs.py`` (or ``-k TEXT`` for one block) and read the diff."""
+import hashlib
 import importlib.util
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,9 +27,28 @@ def _param(b):
     return pytest.param(b, id=b.name, marks=marks)
 
 
+def _produce(block, tmp_path_factory):
+    """regen.produce, with one run of a command for all its blocks even when they land on different
+    pytest-xdist workers (the essay script prints four tables in about a minute)."""
+    if block.kind != "output" or "PYTEST_XDIST_WORKER" not in os.environ:
+        return regen.produce(block)        # one process: regen_docs already runs a command once
+    import fcntl
+    shared = tmp_path_factory.getbasetemp().parent       # the session's folder, common to the workers
+    stem = shared / f"docs_output_{hashlib.sha256(block.command.encode()).hexdigest()[:16]}"
+    with open(f"{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = Path(f"{stem}.json")
+        if saved.exists():
+            regen._RUNS[block.command] = json.loads(saved.read_text())
+        out = regen.produce(block)
+        if not saved.exists():
+            saved.write_text(json.dumps(regen._RUNS[block.command]))
+    return out
+
+
 @pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
-def test_block_matches_what_the_code_prints(block):
-    diff = regen.differs(block, regen.produce(block))
+def test_block_matches_what_the_code_prints(block, tmp_path_factory):
+    diff = regen.differs(block, _produce(block, tmp_path_factory))
     assert not diff, f"{block.name} is stale; run `python benchmarks/regen_docs.py -k ...`:\n{diff}"
 
 

@@ -337,6 +337,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow      # a dask cluster and a gpusim process (6 s of CPU); test_cli covers an unreachable scheduler
 def test_dask_matches_local_byte_for_byte(tmp_path, capsys):
     pytest.importorskip("dask", reason="dask is not installed (pip install 'gpusim[dask]')")
     pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'gpusim[dask]')")

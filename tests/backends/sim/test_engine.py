@@ -18,7 +18,7 @@ def naive_closed_form_bytes(b, h, n, d, es=2):
 
 
 @pytest.mark.parametrize("gpu", GPUS)
-@pytest.mark.parametrize("b,h,n", [(4, 16, 1024), (1, 8, 4096)])
+@pytest.mark.parametrize("b,h,n", [pytest.param(4, 16, 1024, marks=pytest.mark.slow), (1, 8, 4096)])
 def test_naive_dram_matches_closed_form(gpu, b, h, n):
     """The essay's regime: S (here >= 134 MB) is larger than the L2, so every crossing reaches HBM."""
     r = gpusim.simulate("attention_naive", gpu, batch=b, heads=h, seq_len=n, head_dim=64, check=False)
@@ -64,13 +64,13 @@ def test_no_kernel_beats_its_floor(gpu, kernel, p):
 
 
 @pytest.mark.parametrize("gpu", GPUS)
-@pytest.mark.parametrize("n", [1024, 2048, 8192])
+@pytest.mark.parametrize("n", [1024, 2048, pytest.param(8192, marks=pytest.mark.slow)])   # 8192: 4 s a GPU
 def test_flash_faster_than_naive(gpu, n):
     p = dict(batch=2, heads=16, seq_len=n, head_dim=64, check=False)
     assert gpusim.simulate("attention_flash", gpu, **p).time_us < gpusim.simulate("attention_naive", gpu, **p).time_us
 
 
-@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("gpu", [pytest.param(g, marks=pytest.mark.slow) if g != "h100-ideal" else g for g in GPUS])
 def test_elementwise_fusion_ratio(gpu):
     def ratio(n):
         return (gpusim.simulate("elementwise_chain", gpu, n=n).time_us
@@ -81,15 +81,19 @@ def test_elementwise_fusion_ratio(gpu):
     assert small < mid < big
 
 
+# the default run keeps one point of each kernel and of the sliding window (about 1 s each); the
+# larger flash and naive points (3-5 s each) run with the slow tests
 @pytest.mark.parametrize("kernel,p,tol", [
     ("attention_flash", dict(batch=1, heads=16, seq_len=2048, head_dim=64), 0.02),
-    ("attention_flash", dict(batch=16, heads=32, seq_len=1024, head_dim=64, BLOCK_M=64), 0.02),
-    ("attention_flash", dict(batch=4, heads=32, seq_len=2048, head_dim=64, causal=True, BLOCK_M=64), 0.02),
+    pytest.param("attention_flash", dict(batch=16, heads=32, seq_len=1024, head_dim=64, BLOCK_M=64), 0.02,
+                 marks=pytest.mark.slow),
+    pytest.param("attention_flash", dict(batch=4, heads=32, seq_len=2048, head_dim=64, causal=True, BLOCK_M=64),
+                 0.02, marks=pytest.mark.slow),
     # a sliding window: the short CTAs at the start of each head end in bunches for several waves
     # after the synchronised start (a rate counted from completions was 10% slow here)
     ("attention_flash", dict(batch=1, heads=32, seq_len=8192, head_dim=128, causal=True, window=2048, BLOCK_M=128,
                              BLOCK_N=64, num_warps=8), 0.02),
-    ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64), 0.02),
+    pytest.param("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64), 0.02, marks=pytest.mark.slow),
     ("matmul", dict(M=8192, N=8192, K=512), 0.02),
 ])
 @pytest.mark.parametrize("gpu", ["h100-ideal", "h100"])
