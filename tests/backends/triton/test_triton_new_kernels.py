@@ -84,3 +84,13 @@ def test_largest_tiles_lower_and_compile():
         w = build(kernel, p)
         for launch in w.launches:
             compile(_lower.lower(launch.program, launch.grid), f"<{kernel}:{launch.name}>", "exec")
+
+
+@pytest.mark.parametrize("p", [dict(M=1, N=100, K=300, BLOCK_N=32, BLOCK_K=64, SPLIT_K=3, dtype="fp16"),
+                               dict(M=5, N=64, K=256, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, dtype="bf16"),
+                               dict(M=20, N=70, K=130, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4, dtype="fp16")],
+                         ids=["split3", "one-launch-bf16", "two-row-blocks"])
+def test_gemv_splitk(p):
+    w = build("gemv_splitk", p)
+    x = ne.random_inputs(w, 6)
+    _check(w, x, ne.reference(w, x))
