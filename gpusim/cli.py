@@ -79,7 +79,7 @@ def _cmd_tune(args):
     if ranking.empty:
         print(f"no feasible config ({ranking.attrs['infeasible']} infeasible, {ranking.attrs['errors']} errors)")
         return 1
-    cols = ["rank", *sp, "time_us", "tflops", "bound"]
+    cols = ["rank", *sp, "time_us", "time_us_lo", "time_us_hi", "tflops", "bound"]   # lo..hi: the 90% interval
     print(ranking[cols].head(args.top).to_string(index=False))
     n = indistinguishable(ranking, 5.0)
     print(f"{len(ranking)} feasible, {ranking.attrs['infeasible']} infeasible. "
