@@ -63,7 +63,8 @@ def gemv_reference(x, p):
 @register_kernel
 @kernel(name="gemv_splitk", help="skinny GEMM C = A W^T (W as [N, K]) for few rows, K split over CTAs",
         reference=gemv_reference, params=(
-            Param("M", int, 1, "rows of A and C (the batch at decode)"), Param("N", int, 4096, "columns of C, rows of W"),
+            Param("M", int, 1, "rows of A and C (the batch at decode)"),
+            Param("N", int, 4096, "columns of C, rows of W"),
             Param("K", int, 4096, "inner dimension"),
             Param("BLOCK_M", int, 16, "A rows per CTA (masked past M)", POW2),
             Param("BLOCK_N", int, 64, "C columns (W rows) per CTA", POW2),

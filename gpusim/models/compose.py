@@ -15,9 +15,9 @@ Tiles are picked per shape and GPU (``Target``: its SM count and shared memory p
   split of K that fills them is the alternative, and the faster of the two is used
   (``Op.alternatives``). These run at full fidelity: loop coarsening makes a streaming GEMV 5-28%
   quicker than its full simulation;
-* a GEMM with a full wave of 128 x 256 output tiles runs as ``matmul`` at 128 x 256 x 64 with 8
-  warps (the fastest measured of the 4096^3 tile sweep on an H200), as many stages (4, else 3) as
-  the shared memory holds;
+* a GEMM of at least 128 rows with a full wave of 128 x 256 output tiles runs as ``matmul`` at
+  128 x 256 x 64 with 8 warps (the fastest measured of the 4096^3 tile sweep on an H200), as many
+  stages (4, else 3) as the shared memory holds;
 * any other GEMM: ``BLOCK_M`` no taller than M needs, ``BLOCK_N`` narrowed until the grid has a
   CTA for every SM where the shape allows;
 * the elementwise stand-ins of many elements run 8192 elements per CTA on 8 warps (their time is
@@ -100,7 +100,7 @@ def _gemm(name, count, M, N, K, dtype, tg: Target = Target()) -> Op:
     """A GEMM with tiles picked for its shape and GPU (see the module's docstring)."""
     if M <= GEMV_MAX_M:
         return _gemv(name, count, M, N, K, dtype, tg)
-    if _cdiv(M, 128) * _cdiv(N, 256) >= tg.sm_count:
+    if M >= 128 and _cdiv(M, 128) * _cdiv(N, 256) >= tg.sm_count:
         per_stage = (128 * 64 + 64 * 256) * (4 if dtype == "fp32" else 2)
         stages = 4 if 4 * per_stage <= tg.sram_bytes_per_cta_max else 3
         return _op(name, "matmul", count, M=M, N=N, K=K, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8,

@@ -1,6 +1,5 @@
 """benchmarks/layer_on_gpu.py: the numpy check's smaller shapes, and the one-line refusal without a GPU."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest

@@ -58,6 +58,8 @@ def test_decode_gemms_run_as_gemv_with_a_split_alternative_and_prefill_as_wide_t
     from gpusim.models.compose import Target
     a100 = dict(model_ops(m, "prefill", 1, 8192, target=Target(108, 166912))[2].params)
     assert a100["num_stages"] == 3          # 4 stages of 128x64 + 64x256 bf16 tiles exceed 163 KiB
+    b64 = dict(model_ops(m, "decode", 64, 1024, target=Target(108, 166912))[8].params)
+    assert b64["BLOCK_M"] == 64             # 64 rows: no 128-row tiles, however many columns
     big = dict(pre["swiglu"].params)
     assert big["BLOCK"] == 8192 and "BLOCK" not in dict(ops["swiglu"].params)
 
