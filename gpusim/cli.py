@@ -121,8 +121,11 @@ def _cmd_run(args):
     from .models import scenario as model_scenario
     if model_scenario.is_model_scenario(args.scenario):   # model: and phase: instead of kernel:
         try:
+            jobs, warning = runner.cap_jobs(args.jobs)
+            if warning:
+                print(f"gpusim: warning: {warning}", file=sys.stderr)
             df = model_scenario.run(args.scenario, Path(args.out or Path("results") / Path(args.scenario).stem),
-                                    plots=not args.no_plots)
+                                    plots=not args.no_plots, overrides=args.set, jobs=jobs)
         except ValueError as e:
             raise UsageError(str(e)) from None
         return 1 if (df.status == "error").any() else 0

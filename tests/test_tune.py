@@ -72,3 +72,14 @@ def test_prune_keeps_the_predicted_fastest():
 def test_cli_bad_space_exits_2(capsys):
     assert main(["tune", "matmul", "--space", "BLOCK_M=[48]"]) == 2
     assert "BLOCK_M must be one of" in capsys.readouterr().err
+
+
+def test_cli_prints_and_saves_each_configs_interval(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSIM_RESOURCES", "estimated")     # no compile: a quick test
+    assert main(["tune", "softmax", "--gpu", "h200", "--set", "rows=64", "cols=1024",
+                 "--space", "num_warps=[4,8]", "BLOCK=[0]", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "time_us_lo" in out.splitlines()[0] and "time_us_hi" in out.splitlines()[0]
+    import pandas as pd
+    df = pd.read_csv(tmp_path / "tune.csv")
+    assert ((df.time_us_lo < df.time_us) & (df.time_us < df.time_us_hi)).all()

@@ -7,6 +7,7 @@ from .spec import (COMMON, DTYPES, KERNELS, POW2, Kernel, KernelParamError, Para
                    load_kernel_file, next_pow2, register_kernel, resolve_kernel)
 from . import attention, elementwise, matmul  # noqa: F401,E402  (register the built-ins, in this order)
 from . import decode, backward, norms  # noqa: F401,E402  (the kernels of issue 8, after the first built-ins)
+from . import gemv  # noqa: F401,E402  (decode-step projections, after those)
 from .elementwise import elementwise_body  # noqa: F401,E402
 
 KernelSpec = Kernel          # the former name, kept for callers

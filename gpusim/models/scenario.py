@@ -4,11 +4,13 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import sys
+
 from ..bounds import PARAM_BOUNDS
-from ..yamlio import read_yaml
+from ..yamlio import apply_set, parse_assignment, read_yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .simulate import simulate_model
+from .simulate import fill_cache, simulate_model, work_of
 
 SWEEPABLE = ("gpu", "batch", "seq_len", "context", "attention", "dtype")
 
@@ -52,8 +54,23 @@ def is_model_scenario(path) -> bool:
     return isinstance(data, dict) and "model" in data
 
 
-def load(path) -> ModelScenario:
+def load(path, overrides: list | None = None) -> ModelScenario:
+    """Read and validate a model scenario; ``overrides`` are ``--set KEY=VALUE`` strings, as for a
+    kernel scenario. Setting a field that the sweep also varies (``--set batch=2``) replaces its
+    sweep list with that one value."""
     data = read_yaml(path)
+    if overrides:
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping with model: and phase:")
+        data = apply_set(data, overrides)
+        sweep = data.get("sweep")
+        for a in overrides:
+            parts, _ = parse_assignment(a)
+            if len(parts) == 1 and isinstance(sweep, dict) and parts[0] in sweep:
+                sweep = {k: v for k, v in sweep.items() if k != parts[0]}
+                print(f"gpusim: --set {a}: replaces sweep.{parts[0]}", file=sys.stderr)
+        if sweep is not None:
+            data["sweep"] = sweep
     try:
         sc = ModelScenario.model_validate(data)
     except ValidationError as e:
@@ -112,15 +129,21 @@ def plot(df, path: Path) -> None:
     plt.close()
 
 
-def run(path, out: Path, plots: bool = True):
+def run(path, out: Path, plots: bool = True, overrides: list | None = None, jobs: int = 1):
+    """Simulate every point of a model scenario and print its tables. With ``jobs`` > 1 the distinct
+    kernel shapes of all points are simulated first, in that many worker processes."""
     import pandas as pd
     pd.set_option("display.width", 200)
-    sc = load(path)
+    sc = load(path, overrides)
+    pts = points(sc)
+    kw = [dict(phase=sc.phase, batch=p["batch"], seq_len=p["seq_len"], context=p["context"], gpu=p["gpu"],
+               attention=p["attention"], dtype=p["dtype"]) for p in pts]
+    if jobs > 1:
+        fill_cache([w for k in kw for w in work_of(sc.model, **k)], jobs)
     out.mkdir(parents=True, exist_ok=True)
     all_rows = []
-    for p in points(sc):
-        res = simulate_model(sc.model, phase=sc.phase, batch=p["batch"], seq_len=p["seq_len"],
-                             context=p["context"], gpu=p["gpu"], attention=p["attention"], dtype=p["dtype"])
+    for p, k in zip(pts, kw):
+        res = simulate_model(sc.model, **k)
         print(f"\n{res.model} {sc.phase} on {res.gpu}: batch {res.batch}, "
               f"{'seq_len' if sc.phase == 'prefill' else 'context'} {res.seq}, attention {res.attention}")
         if res.status != "ok":

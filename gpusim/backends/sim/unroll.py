@@ -55,7 +55,8 @@ def arithmetic_unroll(compiled, program: ir.Program) -> int:
     """The unroll factor of loops that load nothing (a compute-only loop, as in
     benchmarks/kernels/spill_live.py): the compiled bodies' FP32-pipe instructions (FFMA, FADD,
     FMNMX, FSETP, FSEL...) per thread over the tile program's float elementwise ops per thread per
-    iteration, a multiply-add counted once (``analysis.fma_contractions``). ptxas unrolls such a
+    iteration, a multiply-add counted once (``analysis.fma_contractions``), a tanh, sigmoid, erf, sin
+    or cos as the FP32-pipe instructions of its SASS (``ir.MATH_UNARY``). ptxas unrolls such a
     loop of 1024 iterations over 16 values 17 times (272 FFMA in the body; its counter steps by 17).
     1 when the bodies are unknown or the loops do no float arithmetic."""
     from ...dsl import analysis
@@ -69,6 +70,9 @@ def arithmetic_unroll(compiled, program: ir.Program) -> int:
     ops = 0
     for loop in (op for op in program.body if isinstance(op, ir.Loop)):
         for op in ir.walk(loop.body):
+            if isinstance(op, ir.Unary) and op.op in ir.MATH_UNARY:     # its SASS's FP32-pipe ops
+                ops += op.out.numel * ir.MATH_UNARY[op.op][1]
+                continue
             if isinstance(op, ir.Unary) and op.op in ir.SFU_UNARY:
                 continue
             if (isinstance(op, (ir.Binary, ir.Unary, ir.Where)) and op.out.id not in fused

@@ -80,7 +80,19 @@ def test_largest_tiles_lower_and_compile():
                                                causal=True, BLOCK_M=128, BLOCK_N=64)),
                       ("softmax", dict(rows=8192, cols=65536, num_warps=8)),
                       ("layernorm", dict(rows=8192, cols=65536, num_warps=8)),
-                      ("rmsnorm", dict(rows=8192, cols=16384, num_warps=8))]:
+                      ("rmsnorm", dict(rows=8192, cols=16384, num_warps=8)),
+                      ("gemv_splitk", dict(M=16, N=128256, K=4096, BLOCK_N=128, BLOCK_K=128, SPLIT_K=1, num_stages=4)),
+                      ("gemv_splitk", dict(M=1, N=4096, K=14336, BLOCK_N=32, BLOCK_K=256, SPLIT_K=4, num_stages=4))]:
         w = build(kernel, p)
         for launch in w.launches:
             compile(_lower.lower(launch.program, launch.grid), f"<{kernel}:{launch.name}>", "exec")
+
+
+@pytest.mark.parametrize("p", [dict(M=1, N=100, K=300, BLOCK_N=32, BLOCK_K=64, SPLIT_K=3, dtype="fp16"),
+                               dict(M=5, N=64, K=256, BLOCK_N=16, BLOCK_K=32, SPLIT_K=1, dtype="bf16"),
+                               dict(M=20, N=70, K=130, BLOCK_N=32, BLOCK_K=32, SPLIT_K=4, dtype="fp16")],
+                         ids=["split3", "one-launch-bf16", "two-row-blocks"])
+def test_gemv_splitk(p):
+    w = build("gemv_splitk", p)
+    x = ne.random_inputs(w, 6)
+    _check(w, x, ne.reference(w, x))
