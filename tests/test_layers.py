@@ -55,8 +55,8 @@ def test_the_floors_are_checked():
 # --------------------------------------------------------------------------- size
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Still over, to be split (each entry must still be over: remove it once it is split).
-LONG_FILES = {"gpusim/cli.py"}
-LONG_FUNCTIONS = {"gpusim/cli.py build_parser", "gpusim/sweep/runner.py run_scenario"}
+LONG_FILES = set()
+LONG_FUNCTIONS = {"gpusim/sweep/runner.py run_scenario"}
 
 
 def _sizes():

@@ -21,7 +21,7 @@ SHOW_EXPANSION = 50_000
 ZIP_KEY = "zip"     # the sweep key whose fields take their values together
 
 
-def _zip_groups(z) -> list | None:
+def zip_groups(z) -> list | None:
     """[(path, {field: values})] of a sweep's ``zip`` entry: one mapping, or a list of them;
     None when it is neither."""
     if z is None:
@@ -41,7 +41,7 @@ def sweep_axes(sweep: dict) -> list:
         if k != ZIP_KEY:
             axes.append(([k], [(x,) for x in v]))
             continue
-        for _, g in _zip_groups(v) or []:
+        for _, g in zip_groups(v) or []:
             names = list(g)
             axes.append((names, list(zip(*(g[n] for n in names)))))
     return axes
@@ -55,19 +55,19 @@ def flat_sweep(sweep: dict) -> dict:
 def sweep_paths(sweep: dict) -> dict:
     """Each swept field's path in the scenario (``sweep.seq_len``, ``sweep.zip.gpu.l2_bytes``)."""
     out = {k: f"sweep.{k}" for k in (sweep or {}) if k != ZIP_KEY}
-    for path, g in _zip_groups((sweep or {}).get(ZIP_KEY)) or []:
+    for path, g in zip_groups((sweep or {}).get(ZIP_KEY)) or []:
         out.update({k: f"{path}.{k}" for k in g})
     return out
 
 
-def _count(sweep) -> int | None:
+def sweep_count(sweep) -> int | None:
     """The number of points of a well-formed sweep (None while it is not one)."""
     if not isinstance(sweep, dict):
         return None
     n = 1
     for k, v in sweep.items():
         if k == ZIP_KEY:
-            groups = _zip_groups(v)
+            groups = zip_groups(v)
             if groups is None or not all(g and all(isinstance(x, list) for x in g.values()) for _, g in groups):
                 return None
             n *= math.prod(min(len(x) for x in g.values()) for _, g in groups)

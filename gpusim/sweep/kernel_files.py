@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 
-def _is_file_kernel(name) -> bool:
+def is_file_kernel(name) -> bool:
     return isinstance(name, str) and ":" in name
 
 

@@ -6,17 +6,17 @@ import difflib
 from ..kernels import KERNELS
 
 
-def _did_you_mean(word, options):
+def did_you_mean(word, options):
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _short(v, n=60) -> str:
+def short(v, n=60) -> str:
     s = repr(v)
     return s if len(s) <= n else s[:n - 3] + "..."
 
 
-def _expected(pname: str) -> str:
+def expected_value(pname: str) -> str:
     """What a parameter accepts, in words (from the first kernel that takes it)."""
     for spec in KERNELS.values():
         p = spec.param(pname)
@@ -32,5 +32,5 @@ def _expected(pname: str) -> str:
     return "a value"
 
 
-def _taking(kernels: list, verb: str) -> str:
+def taking(kernels: list, verb: str) -> str:
     return f"{' and '.join(kernels)} {verb}{('es' if verb == 'do' else 's') if len(kernels) == 1 else ''}"

@@ -22,9 +22,9 @@ from ..hardware import ConfigError, GPUConfig
 from ..kernels import ALL_PARAM_NAMES, KERNELS, Kernel, KernelParamError, resolve_kernel
 from ..precheck import max_work_problem, read_max_work
 from ..bounds import PARAM_BOUNDS, bound_problem, cross_problem  # noqa: F401  (re-exported)
-from .axes import SHOW_EXPANSION, ZIP_KEY, _count, _zip_groups, expand, flat_sweep, sweep_axes, sweep_paths  # noqa: F401
-from .kernel_files import _is_file_kernel, kernel_ref, kernel_source_hash  # noqa: F401  (re-exported)
-from .messages import _did_you_mean, _expected, _short, _taking  # noqa: F401
+from .axes import SHOW_EXPANSION, ZIP_KEY, sweep_count, zip_groups, expand, flat_sweep, sweep_axes, sweep_paths  # noqa: F401
+from .kernel_files import is_file_kernel, kernel_ref, kernel_source_hash  # noqa: F401  (re-exported)
+from .messages import did_you_mean, expected_value, short, taking  # noqa: F401
 from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
 from .gpus import GPU_FIELDS, resolve_gpu, with_overrides
 from .yamlio import apply_set, read_yaml, storage_path
@@ -49,8 +49,8 @@ def _context_dir(info: ValidationInfo) -> Path:
 def kernel_of(name: str, base_dir: Path, fld: str = "kernel") -> Kernel:
     """The Kernel a scenario names: a built-in, ``path/to/file.py:name`` (relative to the scenario
     file's folder) or ``module:name``; a one-line field error otherwise."""
-    if not _is_file_kernel(name) and name not in KERNELS:
-        raise field_error(fld, f"unknown kernel {_short(name)}{_did_you_mean(name, KERNELS)}; "
+    if not is_file_kernel(name) and name not in KERNELS:
+        raise field_error(fld, f"unknown kernel {short(name)}{did_you_mean(name, KERNELS)}; "
                                f"available: {', '.join(KERNELS)} (or path/to/file.py:name)")
     try:
         return resolve_kernel(name, base_dir)
@@ -89,7 +89,7 @@ class ScenarioFile(BaseModel):
     def _size(cls, data, info: ValidationInfo):
         sweep = data.get("sweep") if isinstance(data, dict) else None
         limit = (info.context or {}).get("max_points", MAX_POINTS)
-        n = _count(sweep)
+        n = sweep_count(sweep)
         if n is not None:
             if n > limit:
                 raise field_error("sweep", f"{n:,} points (the product of the sweep lists' lengths, a zip group "
@@ -101,21 +101,21 @@ class ScenarioFile(BaseModel):
     @classmethod
     def _name(cls, v):
         if not isinstance(v, str) or not v:
-            raise field_error("name", f"must be a non-empty string, got {_short(v)}")
+            raise field_error("name", f"must be a non-empty string, got {short(v)}")
         return v
 
     @field_validator("description", mode="before")
     @classmethod
     def _description(cls, v):
         if not isinstance(v, str):
-            raise field_error("description", f"must be a string, got {_short(v)}")
+            raise field_error("description", f"must be a string, got {short(v)}")
         return v
 
     @field_validator("gpu", mode="before")
     @classmethod
     def _gpu(cls, v):
         if not isinstance(v, str) or not v:
-            raise field_error("gpu", f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(v)}")
+            raise field_error("gpu", f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {short(v)}")
         return v
 
     @field_validator("kernel", mode="before")
@@ -123,7 +123,7 @@ class ScenarioFile(BaseModel):
     def _kernel(cls, v, info: ValidationInfo):
         if v is not None:
             if not isinstance(v, str):
-                raise field_error("kernel", f"unknown kernel {_short(v)}; available: {', '.join(KERNELS)}")
+                raise field_error("kernel", f"unknown kernel {short(v)}; available: {', '.join(KERNELS)}")
             kernel_of(v, _context_dir(info))
         return v
 
@@ -133,7 +133,7 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise field_error("params", f"must be a mapping of parameter: value, got {_short(v)}")
+            raise field_error("params", f"must be a mapping of parameter: value, got {short(v)}")
         return v
 
     @field_validator("sweep", mode="before")
@@ -142,11 +142,11 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise field_error("sweep", f"must be a mapping of field: [values], got {_short(v)}")
-        groups = _zip_groups(v.get(ZIP_KEY)) if ZIP_KEY in v else []
+            raise field_error("sweep", f"must be a mapping of field: [values], got {short(v)}")
+        groups = zip_groups(v.get(ZIP_KEY)) if ZIP_KEY in v else []
         if groups is None:
             raise field_error(f"sweep.{ZIP_KEY}", f"must be a mapping of field: [values] whose lists pair up value by "
-                                                  f"value (or a list of such mappings), got {_short(v[ZIP_KEY])}")
+                                                  f"value (or a list of such mappings), got {short(v[ZIP_KEY])}")
         seen = {k: f"sweep.{k}" for k in v if k != ZIP_KEY}
         for path, g in groups:
             if not g:
@@ -162,15 +162,15 @@ class ScenarioFile(BaseModel):
         sweepable = ("gpu", "kernel") + ALL_PARAM_NAMES
         for where, k, vals in flat:
             if isinstance(k, str) and k.startswith("gpu.") and k[4:] not in GPU_FIELDS:
-                raise field_error(where, f"unknown GPU field {k[4:]!r}{_did_you_mean(k[4:], GPU_FIELDS)}; "
+                raise field_error(where, f"unknown GPU field {k[4:]!r}{did_you_mean(k[4:], GPU_FIELDS)}; "
                                          f"GPU fields: {', '.join(GPU_FIELDS)}")
-            file_kernels = any(_is_file_kernel(x) for x in [info.data.get("kernel"), *(
+            file_kernels = any(is_file_kernel(x) for x in [info.data.get("kernel"), *(
                 kernel_list if isinstance(kernel_list, list) else [])])
             if k not in sweepable and not str(k).startswith("gpu.") and not file_kernels:
-                raise field_error(where, f"unknown parameter{_did_you_mean(k, sweepable + (ZIP_KEY,))}; "
+                raise field_error(where, f"unknown parameter{did_you_mean(k, sweepable + (ZIP_KEY,))}; "
                                          f"sweepable: {', '.join(sweepable)}, gpu.<field>, {ZIP_KEY}")
             if not isinstance(vals, list):
-                raise field_error(where, f"must be a list of values, e.g. [{_short(vals)}], got {_short(vals)}")
+                raise field_error(where, f"must be a list of values, e.g. [{short(vals)}], got {short(vals)}")
             if not vals:
                 raise field_error(where, "is an empty list []; give at least one value")
         for path, g in groups:
@@ -181,10 +181,10 @@ class ScenarioFile(BaseModel):
         for i, g in enumerate(next((vals for _, k, vals in flat if k == "gpu"), [])):
             if not isinstance(g, str) or not g:
                 raise field_error(f"{where['gpu']}[{i}]",
-                           f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {_short(g)}")
+                           f"must be a GPU name (see `gpusim gpus`) or a path to a GPU YAML, got {short(g)}")
         for i, k in enumerate(kernel_list or []):
             if not isinstance(k, str):
-                raise field_error(f"{where['kernel']}[{i}]", f"unknown kernel {_short(k)}; available: {', '.join(KERNELS)}")
+                raise field_error(f"{where['kernel']}[{i}]", f"unknown kernel {short(k)}; available: {', '.join(KERNELS)}")
             kernel_of(k, _context_dir(info), f"{where['kernel']}[{i}]")
         return v
 
@@ -192,14 +192,14 @@ class ScenarioFile(BaseModel):
     @classmethod
     def _check(cls, v):
         if not (v == "auto" or isinstance(v, bool)):
-            raise field_error("check", f"must be auto, true or false, got {_short(v)}")
+            raise field_error("check", f"must be auto, true or false, got {short(v)}")
         return v
 
     @field_validator("fidelity", mode="before")
     @classmethod
     def _fidelity(cls, v):
         if v not in ("fast", "full"):
-            raise field_error("fidelity", f"must be fast or full, got {_short(v)}")
+            raise field_error("fidelity", f"must be fast or full, got {short(v)}")
         return v
 
     @field_validator("max_work", mode="before")
@@ -208,7 +208,7 @@ class ScenarioFile(BaseModel):
         v = read_max_work(v)
         why = max_work_problem(v)
         if why:
-            raise field_error("max_work", f"{why}, got {_short(v)}")
+            raise field_error("max_work", f"{why}, got {short(v)}")
         return v
 
     @field_validator("gpu_overrides", mode="before")
@@ -217,10 +217,10 @@ class ScenarioFile(BaseModel):
         if v is None:
             return {}
         if not isinstance(v, dict):
-            raise field_error("gpu_overrides", f"must be a mapping of GPU field: value, got {_short(v)}")
+            raise field_error("gpu_overrides", f"must be a mapping of GPU field: value, got {short(v)}")
         for k in v:
             if k not in GPU_FIELDS:
-                raise field_error(f"gpu_overrides.{k}", f"unknown GPU field {k!r}{_did_you_mean(k, GPU_FIELDS)}; "
+                raise field_error(f"gpu_overrides.{k}", f"unknown GPU field {k!r}{did_you_mean(k, GPU_FIELDS)}; "
                                                  f"GPU fields: {', '.join(GPU_FIELDS)}")
         return v
 
@@ -236,18 +236,18 @@ class ScenarioFile(BaseModel):
         taken = list(dict.fromkeys(p.name for k in kernels for p in self._kernels[k].params))
         for pname, val in self.params.items():
             if pname not in ALL_PARAM_NAMES and pname not in taken:
-                raise field_error(f"params.{pname}", f"unknown parameter{_did_you_mean(pname, taken)}; "
-                                              f"{_taking(kernels, 'take')}: {', '.join(taken)}")
+                raise field_error(f"params.{pname}", f"unknown parameter{did_you_mean(pname, taken)}; "
+                                              f"{taking(kernels, 'take')}: {', '.join(taken)}")
             if pname not in taken:
-                raise field_error(f"params.{pname}", f"{_taking(kernels, 'do')} not take {pname!r}"
-                                              f"{_did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
+                raise field_error(f"params.{pname}", f"{taking(kernels, 'do')} not take {pname!r}"
+                                              f"{did_you_mean(pname, taken)}; parameters: {', '.join(taken)}")
             _check_value(f"params.{pname}", self._kernels, pname, val)
         paths = sweep_paths(self.sweep)
         for pname, vals in flat_sweep(self.sweep).items():
             if pname in ("gpu", "kernel") or pname.startswith("gpu."):
                 continue
             if pname not in taken:
-                raise field_error(paths[pname], f"{_taking(kernels, 'do')} not take {pname!r}; "
+                raise field_error(paths[pname], f"{taking(kernels, 'do')} not take {pname!r}; "
                                              f"parameters: {', '.join(taken)}")
             for i, v in enumerate(vals):
                 _check_value(f"{paths[pname]}[{i}]", self._kernels, pname, v)
@@ -266,7 +266,7 @@ class ScenarioFile(BaseModel):
                 if k.startswith("gpu."):
                     for j, v in enumerate(vals):
                         with_overrides(fixed, {k[4:]: v}, f"sweep.{k}[{j}]")
-            for path, grp in _zip_groups(self.sweep.get(ZIP_KEY)) or []:     # zipped fields: checked together
+            for path, grp in zip_groups(self.sweep.get(ZIP_KEY)) or []:     # zipped fields: checked together
                 gk = [k for k in grp if k.startswith("gpu.")]
                 for j in range(len(grp[gk[0]]) if gk else 0):
                     with_overrides(fixed, {k[4:]: grp[k][j] for k in gk}, f"{path}[{j}]")
@@ -292,7 +292,7 @@ class ScenarioFile(BaseModel):
 def _check_value(fld: str, kernels: dict, name: str, val):
     """Validate one parameter value against every kernel in the scenario that takes it."""
     if val is None:
-        raise field_error(fld, f"no value given; expected {_expected(name)}")
+        raise field_error(fld, f"no value given; expected {expected_value(name)}")
     for k in kernels.values():
         if k.param(name) is None:
             continue
@@ -335,13 +335,13 @@ class _Checker:
         x = errs[0]
         if x["type"] == "extra_forbidden":
             k = x["loc"][0]
-            hint = (f" (did you mean 'params.{k}'?)" if k in ALL_PARAM_NAMES else _did_you_mean(k, TOP_KEYS))
+            hint = (f" (did you mean 'params.{k}'?)" if k in ALL_PARAM_NAMES else did_you_mean(k, TOP_KEYS))
             return self.err(str(k), f"unknown key{hint}; allowed: {', '.join(TOP_KEYS)}")
         ctx = x.get("ctx") or {}
         if x["type"] == "scenario":
             return self.err(ctx["field"], ctx["message"])
         loc = ".".join(str(p) for p in x["loc"]) or "(top level)"
-        return self.err(loc, f"{x['msg']}, got {_short(x.get('input'))}")
+        return self.err(loc, f"{x['msg']}, got {short(x.get('input'))}")
 
 
 TOP_KEYS = tuple(ScenarioFile.model_fields)
@@ -359,7 +359,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
         raise ScenarioError(f"{src}: the file is empty; expected a mapping with keys {', '.join(TOP_KEYS)}")
     if not isinstance(data, dict):
         raise ScenarioError(f"{src}: expected a mapping with keys {', '.join(TOP_KEYS)}, "
-                            f"got a {type(data).__name__}: {_short(data)}")
+                            f"got a {type(data).__name__}: {short(data)}")
     data = apply_set(data, overrides)
     try:
         model = ScenarioFile.model_validate(data, context={"base_dir": Path(src).parent,

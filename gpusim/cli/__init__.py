@@ -13,9 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
-
-class UsageError(Exception):
-    """A command-line mistake; main() prints it as one line and exits with code 2."""
+from .args import UsageError, Parser, positive_float, positive_int
+from .gpu import add_gpu_commands
 
 
 class _Terminated(KeyboardInterrupt):
@@ -29,15 +28,8 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage block)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def _cmd_gpus(args):
-    from .hardware import available_gpus, load_gpu
+    from ..hardware import available_gpus, load_gpu
 
     print(f"{'gpu':<16}{'SMs':>5}{'clock GHz':>10}{'SRAM/SM KiB':>12}{'L2 MiB':>8}{'HBM TB/s':>9}"
           f"{'fp16 TFLOP/s':>13}{'fp32 TFLOP/s':>13}{'ridge F/B':>10}{'power W':>8}  description")
@@ -57,7 +49,7 @@ def _cmd_tune(args):
     """gpusim tune: rank a kernel's feasible tile / warp / stage configs by predicted time."""
     import yaml
 
-    from .tune import TuneError, count_configs, indistinguishable, overlap_note, rank, search_space
+    from ..tune import TuneError, count_configs, indistinguishable, overlap_note, rank, search_space
 
     def pairs(items, flag):
         out = {}
@@ -97,7 +89,7 @@ def _cmd_tune(args):
 
 
 def _cmd_kernels(args):
-    from .kernels import KERNELS, kernels_in_module, load_kernel_file
+    from ..kernels import KERNELS, kernels_in_module, load_kernel_file
 
     if args.file:
         found = kernels_in_module(load_kernel_file(args.file))
@@ -114,11 +106,11 @@ def _cmd_kernels(args):
 
 
 def _cmd_run(args):
-    from .output.tables import run_table
-    from .sweep import runner
-    from .sweep.scenario import load_scenario
+    from ..output.tables import run_table
+    from ..sweep import runner
+    from ..sweep.scenario import load_scenario
 
-    from .models import scenario as model_scenario
+    from ..models import scenario as model_scenario
     if model_scenario.is_model_scenario(args.scenario):   # model: and phase: instead of kernel:
         try:
             jobs, warning = runner.cap_jobs(args.jobs)
@@ -140,7 +132,7 @@ def _cmd_run(args):
         raise UsageError(f"{args.scenario}: --timeline needs a single point, the scenario has {len(sc.points)}; "
                          f"narrow it with --set (e.g. --set sweep={{}})")
     runner.prepare_out(out)
-    from .sweep.outlock import OutLock
+    from ..sweep.outlock import OutLock
 
     with OutLock(out):
         return _run_locked(args, sc, out, executor, runner, run_table)
@@ -149,7 +141,7 @@ def _cmd_run(args):
 def _run_locked(args, sc, out, executor, runner, run_table):
     """The part of ``gpusim run`` done while holding ``out``'s lock."""
     if executor == "dask":
-        from .sweep.executors import check_scheduler
+        from ..sweep.executors import check_scheduler
 
         check_scheduler(args.scheduler)
     removed = runner.claim_out(out, sc, force=args.force)
@@ -167,7 +159,7 @@ def _run_locked(args, sc, out, executor, runner, run_table):
     extra = []
     if not args.no_plots:
         try:
-            from .output import report
+            from ..output import report
         except ImportError:
             report = None
         if report is not None and hasattr(report, "make_reports"):
@@ -175,7 +167,7 @@ def _run_locked(args, sc, out, executor, runner, run_table):
     if args.timeline:
         _, _, result = runner.run_point(sc.points[0], timeline=True)
         if result is not None and result.status == "ok":
-            from .output import timeline
+            from ..output import timeline
 
             extra += timeline.write_timeline(result, out, fmt=args.format)
     runner.note_files(out, extra)
@@ -199,155 +191,15 @@ def _run_locked(args, sc, out, executor, runner, run_table):
 def _cmd_schema(args):
     import json
 
-    from .sweep.scenario import ScenarioFile
+    from ..sweep.scenario import ScenarioFile
 
     print(json.dumps(ScenarioFile.model_json_schema(), indent=2, sort_keys=True))
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of processes, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return x
-
-
-def _parse_sets(pairs):
-    """``--set`` of triton-source: kernel parameters (``params.`` optional), parsed as ``run`` parses them."""
-    from .sweep.yamlio import parse_assignment
-
-    params = {}
-    for a in pairs or []:
-        if "=" not in a:
-            raise UsageError(f"--set {a!r}: expected NAME=VALUE, e.g. --set seq_len=1024")
-        parts, val = parse_assignment(a)
-        params[".".join(parts[1:] if parts[0] == "params" else parts)] = val
-    return params
-
-
-def _cmd_triton_source(args):
-    from .dsl.rules import first_violation
-    from .kernels import KernelParamError, build, resolve_params
-
-    params = _parse_sets(args.set)
-    try:
-        resolve_params(args.kernel, params)
-    except KernelParamError as e:
-        raise UsageError(f"triton-source: {e.field}: {e}") from None
-    try:
-        why = first_violation(build(args.kernel, params))
-    except ValueError as e:
-        raise UsageError(f"triton-source {args.kernel}: {e}") from None
-    if why:
-        raise UsageError(f"triton-source {args.kernel}: Triton cannot compile it: {why}")
-    from .backends.triton.lower import LoweringError
-    from .backends.triton.run import main_triton_source
-
-    try:
-        source = main_triton_source(args.kernel, params)
-    except LoweringError as e:
-        raise UsageError(f"triton-source {args.kernel}: {e}") from None
-    print(source)
-    return 0
-
-
-def _cmd_calibrate(args):
-    if args.ops:
-        if args.quick:
-            raise UsageError("calibrate: --quick sizes a full calibration (--out); --ops has no quick plan")
-        from .hw.calibrate import main_ops
-
-        return main_ops(args)
-    if args.ops_stages:
-        raise UsageError("calibrate: --ops-stages needs --ops OUT.json")
-    from .hw.calibrate import main as calibrate_main
-
-    return calibrate_main(args)
-
-
-def _ops_stages(text: str) -> list:
-    from .hw.calibrate.runner import OPS_STAGES
-
-    stages = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in stages if s not in OPS_STAGES]
-    if bad or not stages:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list of {', '.join(OPS_STAGES)}")
-    return stages
-
-
-def _ncu_count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of points, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (use --no-ncu to skip ncu), got {n}")
-    return n
-
-
-def _cmd_validate(args):
-    modes = [m for m, on in (("SCENARIO", args.scenario), ("--reanalyze", args.reanalyze),
-                             ("--ncu-points", args.ncu_points)) if on]
-    if len(modes) != 1:
-        raise UsageError("validate: give exactly one of SCENARIO, --reanalyze DIR, --ncu-points FILE"
-                         + (f" (got {', '.join(modes)})" if modes else ""))
-    if not args.scenario:
-        extra = [o for o, on in (("--set", args.set), ("--no-ncu", args.no_ncu), ("--ncu-max", args.ncu_max),
-                                 ("--reference", args.reference)) if on]
-        if extra:
-            raise UsageError(f"validate {modes[0]}: {', '.join(extra)} only apply when measuring a SCENARIO")
-    if args.reanalyze:
-        from .hw.validate.rows import validation_file
-
-        src = validation_file(args.reanalyze)
-        if src is None:
-            raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
-                             f"(expected a directory written by gpusim validate, or its validation.json)")
-        if src.suffix != ".gz":         # the recorded data is compressed, and read by load_validation
-            _check_json(src)
-    elif args.scenario and not args.out:
-        raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
-    from .hw.validate import main as validate_main
-
-    return validate_main(args)
-
-
-def _check_json(path: Path) -> None:
-    """One line (UsageError) for a validation.json that is no regular file, too large, truncated or
-    nested absurdly deep, before the validation code reads it."""
-    import json
-
-    from .sweep.errors import ScenarioError
-    from .sweep.yamlio import read_text_bounded
-
-    try:
-        data = json.loads(read_text_bounded(path, "a validation.json", UsageError))
-    except (ScenarioError, OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    except RecursionError:
-        raise UsageError(f"{path}: nested too deeply to be a validation.json") from None
-    except ValueError as e:
-        raise UsageError(f"{path}: not valid JSON ({e}); was it cut short? re-run gpusim validate") from None
-    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
-        raise UsageError(f"{path}: not a validation.json (expected an object with a list of 'points')")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
-    from . import __version__
+    ap = Parser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
+    from .. import __version__
 
     ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -369,13 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "infeasible, 1 when a point errored, 2 for bad input.")
     r.add_argument("scenario", help="scenario YAML file (examples in scenarios/)")
     r.add_argument("--out", help="output directory (default results/<scenario file name without .yaml>)")
-    r.add_argument("--jobs", type=_positive_int, default=None,
+    r.add_argument("--jobs", type=positive_int, default=None,
                    help="parallel processes (default and most: all cores; 1 runs the points in this process)")
     r.add_argument("--force", action="store_true", help="recompute points that are already saved in --out "
                    "(and remove another scenario's results there)")
-    r.add_argument("--max-points", type=_positive_int, default=None, metavar="N",
+    r.add_argument("--max-points", type=positive_int, default=None, metavar="N",
                    help="refuse sweeps with more points than this (default 100000)")
-    r.add_argument("--dask-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+    r.add_argument("--dask-timeout", type=positive_float, default=60.0, metavar="SECONDS",
                    help="with dask: give up when no worker has been alive this long (default 60)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario field (dotted path, YAML value), e.g. params.head_dim=128 or "
@@ -396,59 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--set", action="append", nargs="+", metavar="NAME=VALUE", help="shape parameter, e.g. M=4096")
     tu.add_argument("--space", action="append", nargs="+", metavar="NAME=[V,...]",
                     help="values to try for a tunable, e.g. BLOCK_M=[64,128] (default: the spec's choices)")
-    tu.add_argument("--top", type=_positive_int, default=5, help="configs to print (default 5)")
-    tu.add_argument("--jobs", type=_positive_int, default=1, help="parallel processes (default 1)")
+    tu.add_argument("--top", type=positive_int, default=5, help="configs to print (default 5)")
+    tu.add_argument("--jobs", type=positive_int, default=1, help="parallel processes (default 1)")
     tu.add_argument("--out", help="directory for tune.csv, the full ranking")
     tu.set_defaults(fn=_cmd_tune)
     sub.add_parser("schema", help="print the JSON Schema of scenario files").set_defaults(fn=_cmd_schema)
-    t = sub.add_parser("triton-source", help="print the Triton code generated for a built-in kernel",
-                       description="Print the Triton source gpusim generates from a built-in kernel's IR, one "
-                                   "block per launch with its grid. Needs no GPU. A kernel that breaks a Triton "
-                                   "tile rule (e.g. a dot dimension below 16) is refused with the rule.")
-    t.add_argument("kernel", help="built-in kernel name (see `gpusim kernels`), e.g. attention_flash")
-    t.add_argument("--set", action="append", metavar="PARAM=VALUE",
-                   help="kernel parameter (YAML value), e.g. head_dim=128 or causal=true; repeatable")
-    t.set_defaults(fn=_cmd_triton_source)
-    c = sub.add_parser("calibrate", help="measure a real GPU with microbenchmarks and write a config",
-                       description="Run microbenchmarks on a CUDA GPU. With --out: every stage (HBM, L2, latency, "
-                                   "tensor tiles, SIMT, launch, overlap, CTA dispatch) and a measured config YAML "
-                                   "(raw numbers beside it as .json). With --ops: only the DSL microbenchmarks "
-                                   "(launch, overlap, SIMT ops, ...) written as one JSON.")
-    c.add_argument("--base", default="h200",
-                   help="config (name or YAML path) whose unmeasured fields are kept and whose clock_hz is "
-                        "used when the driver reports none (default h200)")
-    what = c.add_mutually_exclusive_group(required=True)
-    what.add_argument("--out", help="path of the config YAML to write (the raw numbers go beside it as .json)")
-    what.add_argument("--ops", metavar="OUT.json", help="run only the DSL op microbenchmarks and write their "
-                                                        "numbers to this JSON file")
-    c.add_argument("--ops-stages", type=_ops_stages, metavar="LIST",
-                   help="with --ops: comma-separated stages out of launch, overlap, ctas, segments, simt_ops "
-                        "(default launch,overlap,simt_ops)")
-    c.add_argument("--quick", action="store_true", help="with --out: fewer sizes, shapes and repetitions")
-    c.set_defaults(fn=_cmd_calibrate)
-    v = sub.add_parser("validate", help="run a scenario both simulated and on the GPU",
-                       description="Run every point of a scenario on a CUDA GPU (checked against float64, timed, "
-                                   "DRAM bytes from ncu) and in the simulator, and write validation.json, "
-                                   "validation.csv, summary.md/json and plots. --reanalyze redoes the report of a "
-                                   "saved run on a CPU, re-predicting every point when --gpu is given.")
-    v.add_argument("scenario", nargs="?", help="scenario YAML file (examples in scenarios/)")
-    v.add_argument("--gpu", help="GPU config (name or YAML path) the simulator predicts with (default "
-                                 "h200; with --reanalyze: re-predict every point on it)")
-    v.add_argument("--out", help="output directory (required with SCENARIO; with --reanalyze default DIR)")
-    v.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a scenario field (dotted path, YAML value); repeatable")
-    v.add_argument("--no-ncu", action="store_true", help="skip DRAM counters from ncu")
-    v.add_argument("--ncu-max", type=_ncu_count, metavar="N",
-                   help="profile at most N points with ncu, evenly spaced (default GPUSIM_NCU_MAX or 24)")
-    v.add_argument("--reference", action="store_true", help="also time PyTorch eager and SDPA attention")
-    v.add_argument("--jobs", type=_positive_int, default=None,
-                   help="simulator worker processes (default: all cores but one or two; 1 predicts in this "
-                        "process)")
-    v.add_argument("--reanalyze", metavar="DIR",
-                   help="recompute the report of DIR/validation.json or .json.gz (a saved run) instead of measuring")
-    v.add_argument("--ncu-points", metavar="FILE",
-                   help="internal, what ncu profiles: run each point listed in FILE (or inline JSON) once")
-    v.set_defaults(fn=_cmd_validate)
+    add_gpu_commands(sub)
     return ap
 
 
@@ -461,9 +266,9 @@ def _printable(text) -> str:
 def main(argv=None) -> int:
     import threading
 
-    from .hardware import ConfigError
-    from .kernels import KernelParamError
-    from .sweep.errors import RunError, ScenarioError
+    from ..hardware import ConfigError
+    from ..kernels import KernelParamError
+    from ..sweep.errors import RunError, ScenarioError
 
     ap = build_parser()
     args = ap.parse_args(argv)
