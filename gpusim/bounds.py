@@ -4,11 +4,7 @@ inputs"): the bounds by parameter name, and the cross-field rules. Used by kerne
 from __future__ import annotations
 
 import math
-
-
-def _short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
+from .errors import short as _short
 
 
 # Values no run could use, refused at load (SECURITY.md, "Runs and inputs"): far beyond any real

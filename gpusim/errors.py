@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 
+def short(v, n=60) -> str:
+    """``repr(v)`` cut to ``n`` characters, for one-line messages."""
+    s = repr(v)
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
 class ScenarioError(ValueError):
     """Bad scenario input: the message is one line naming file, field, value and what is allowed."""
 

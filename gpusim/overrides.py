@@ -5,14 +5,9 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from .errors import field_error
+from .errors import field_error, short as _short
 from .hardware import GPUConfig
 from .whatif import derived_overrides
-
-
-def _short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def with_overrides(cfg: GPUConfig, overrides: dict, where: str) -> tuple:

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from .errors import ScenarioError
+from .errors import short as _short
 
 # A scenario is a few dozen lines; 1 MiB is far beyond any real one and PyYAML (pure Python)
 # still parses it in seconds.
@@ -205,11 +206,6 @@ def parse_assignment(a: str, src: str = "--set") -> tuple:
         raise ScenarioError(f"{src} {_short(a)}: {key.strip()}: nested too deeply; a value is a number, "
                             f"a string or a short list or mapping") from None
     return storage_path(key), val
-
-
-def _short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def apply_set(data: dict, assignments: list, src: str = "--set") -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..hardware import ConfigError, GPUConfig, load_gpu
 from ..overrides import with_overrides  # noqa: F401  (re-exported)
+from ..errors import short as _short
 
 # GPU fields that describe rather than parametrize the hardware; they cannot be overridden.
 NOT_OVERRIDABLE = ("name", "description", "sources", "measurements", "provenance")
@@ -17,11 +18,6 @@ GPU_FIELDS = tuple(f for f in GPUConfig.model_fields if f not in NOT_OVERRIDABLE
 def _did_you_mean(word, options):
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def _load_gpu(g: str) -> GPUConfig:

@@ -4,16 +4,12 @@ from __future__ import annotations
 import difflib
 
 from ..kernels import KERNELS
+from ..errors import short
 
 
 def did_you_mean(word, options):
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def short(v, n=60) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 
 def expected_value(pname: str) -> str:
