@@ -122,6 +122,22 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
     return f"YAML syntax error at {where}: {getattr(e, 'problem', None) or e}"
 
 
+def read_at_most(p, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of file ``p`` (one more than allowed tells a file that grew past the
+    cap while it was read), opened without blocking (a FIFO cannot hang the read)."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        data = os.read(fd, cap + 1)
+        while data and len(data) <= cap:
+            more = os.read(fd, cap + 1 - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    return data
+
+
 def read_text_bounded(p: Path, expected: str, error=ScenarioError) -> str:
     """The text of ``p`` if it is a regular file of at most MAX_FILE_BYTES: devices (/dev/zero),
     FIFOs and symlinks to them are refused before opening, and the read never blocks or grows
@@ -133,16 +149,7 @@ def read_text_bounded(p: Path, expected: str, error=ScenarioError) -> str:
         raise error(f"{p}: not a regular file (a device, FIFO or socket); expected {expected}")
     if st.st_size > MAX_FILE_BYTES:
         raise error(f"{p}: {st.st_size:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
-    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-        while data and len(data) <= MAX_FILE_BYTES:
-            more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
-            if not more:
-                break
-            data += more
-    finally:
-        os.close(fd)
+    data = read_at_most(p, MAX_FILE_BYTES)
     if len(data) > MAX_FILE_BYTES:
         raise error(f"{p}: more than {MAX_FILE_BYTES:,} bytes; {expected} is at most {MAX_FILE_BYTES:,} bytes")
     return data.decode("utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 
 from ..kernels import KERNELS
-from ..errors import short
+from ..errors import short  # noqa: F401  (scenario uses it)
 
 
 def did_you_mean(word, options):

@@ -25,6 +25,7 @@ from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
 from .errors import SaveError, ScenarioError
 from .executors import DASK_TIMEOUT_S, run_dask, run_pool
 from .point import check_record, point_dict, point_text, run_point
+from ..yamlio import read_at_most
 from .progress import Progress
 
 OUTPUT_FILES = ("results.csv", "kernels.csv", "manifest.json")
@@ -95,16 +96,7 @@ def read_small(p: Path, cap: int) -> str:
         raise OSError(errno.EINVAL, "not a regular file", str(p))
     if st.st_size > cap:
         raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
-    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        data = os.read(fd, cap + 1)
-        while data and len(data) <= cap:
-            more = os.read(fd, cap + 1 - len(data))
-            if not more:
-                break
-            data += more
-    finally:
-        os.close(fd)
+    data = read_at_most(p, cap)
     if len(data) > cap:
         raise OSError(errno.EFBIG, f"larger than {cap} bytes", str(p))
     return data.decode("utf-8")
