@@ -67,12 +67,13 @@ def load_predictions(path) -> dict:
     import pandas as pd
 
     t = pd.read_csv(path, dtype={"launch": "string"})
+    t[["predicted_dram_read_bytes", "predicted_dram_write_bytes"]] = t[
+        ["predicted_dram_read_bytes", "predicted_dram_write_bytes"]].fillna(0.0)
     out = {}
     for (sc, pt), g in t.groupby(["scenario", "point"], sort=False):
         p = g[g["scope"] == "point"].iloc[0]
         out[(sc, int(pt))] = {"predicted_us": float(p["predicted_us"]),
-                              "dram_bytes": float(p["predicted_dram_read_bytes"] or 0) + float(
-                                  p["predicted_dram_write_bytes"] or 0),
+                              "dram_bytes": float(p["predicted_dram_read_bytes"] + p["predicted_dram_write_bytes"]),
                               "launch_us": [float(x) for x in g[g["scope"] == "launch"]["predicted_us"].fillna(0)]}
     return out
 
