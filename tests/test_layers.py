@@ -56,7 +56,7 @@ def test_the_floors_are_checked():
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 60
 # Still over, to be split (each entry must still be over: remove it once it is split).
 LONG_FILES = set()
-LONG_FUNCTIONS = {"gpusim/sweep/runner.py run_scenario"}
+LONG_FUNCTIONS: set = set()
 
 
 def _sizes():

@@ -180,11 +180,7 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
     prov = provenance.record()
     keys = [pt.key() for pt in sc.points]
     records = {} if force else _load_saved(sc, pdir, keys, prov["code_hash"], notify or _print_note)
-    todo, seen = [], set(records)
-    for i, k in enumerate(keys):
-        if k not in seen:
-            seen.add(k)
-            todo.append(i)
+    todo = _missing(keys, records)
     computed = 0
 
     def save(j, res):
@@ -204,32 +200,16 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
         rows, krows = collect(sc, records, keys)
         if complete or computed:
             write_csvs(out, sc, rows, krows)
-        counts = {}
-        for r in rows:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
-        manifest = {"scenario": sc.data, "scenario_name": sc.name, "overrides": sc.overrides, "source": sc.source,
-                    "gpusim_version": prov["gpusim_version"], "git_revision": prov["git_revision"],
-                    "git_dirty": prov["git_dirty"], "code_hash": prov["code_hash"],
-                    "config_hashes": sc.config_hashes, "gpu_override_fields": sc.gpu_override_fields,
-                    "points": len(sc.points), "computed": computed, "status_counts": counts,
-                    "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
-                    "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "wall_times": wall_times(rows)}
+        manifest = _new_manifest(sc, prov, rows, computed=computed, complete=complete, executor=executor,
+                                 started=started)
         atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
         return rows, krows
 
     finish(False)                     # claims ``out`` for this scenario before any work starts
     points = [sc.points[i] for i in todo]
     bar = Progress(len(todo), progress, cached=len(set(keys)) - len(todo))
-    fn = run_point                    # looked up at call time, so tests can replace it
     try:
-        if points and executor == "dask":
-            run_dask(points, scheduler, save, no_worker_timeout=dask_timeout, fn=fn)
-        elif (jobs or 1) <= 1 or len(points) <= 1:
-            for j, pt in enumerate(points):
-                save(j, fn(pt))
-        else:
-            run_pool(points, jobs, save, fn=fn)
+        _execute(points, save, executor=executor, jobs=jobs, scheduler=scheduler, dask_timeout=dask_timeout)
     except BaseException:
         bar.close()
         if computed:
@@ -240,6 +220,43 @@ def run_scenario(sc, out: Path, jobs: int | None = None, force: bool = False, ex
         raise
     bar.close()
     return finish(True)
+
+
+def _missing(keys: list, records: dict) -> list:
+    """Indices of the points to compute: the first of each key that no saved record answers."""
+    todo, seen = [], set(records)
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen.add(k)
+            todo.append(i)
+    return todo
+
+
+def _new_manifest(sc, prov: dict, rows: list, *, computed: int, complete: bool, executor: str, started: str) -> dict:
+    """manifest.json of a run: the scenario, the code and configs that ran it, its counts and wall times."""
+    counts = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return {"scenario": sc.data, "scenario_name": sc.name, "overrides": sc.overrides, "source": sc.source,
+            "gpusim_version": prov["gpusim_version"], "git_revision": prov["git_revision"],
+            "git_dirty": prov["git_dirty"], "code_hash": prov["code_hash"],
+            "config_hashes": sc.config_hashes, "gpu_override_fields": sc.gpu_override_fields,
+            "points": len(sc.points), "computed": computed, "status_counts": counts,
+            "complete": complete, "missing": len(sc.points) - len(rows), "executor": executor,
+            "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "wall_times": wall_times(rows)}
+
+
+def _execute(points: list, save, *, executor: str, jobs, scheduler, dask_timeout: float) -> None:
+    """Compute ``points`` in this process, a process pool or on dask; ``save(j, result)`` for each."""
+    fn = run_point                    # looked up at call time, so tests can replace it
+    if points and executor == "dask":
+        run_dask(points, scheduler, save, no_worker_timeout=dask_timeout, fn=fn)
+    elif (jobs or 1) <= 1 or len(points) <= 1:
+        for j, pt in enumerate(points):
+            save(j, fn(pt))
+    else:
+        run_pool(points, jobs, save, fn=fn)
 
 
 STATUSES = ("ok", "mismatch", "unphysical", "infeasible", "error")
