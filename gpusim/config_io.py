@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from . import yamlio
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # the repository's configs/ (editable install)
@@ -78,26 +76,8 @@ def config_path(name_or_path: str | Path) -> Path:
 
 def read_config(p: Path) -> dict:
     """The mapping of GPU fields in the YAML file ``p``, read through the bounded YAML reader."""
-    try:
-        text = yamlio.read_text_bounded(p, "a GPU YAML file", ConfigError)
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: file not found (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a directory, expected a GPU YAML file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected a GPU YAML file") from None
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
-    try:
-        data = yamlio.loads(text)
-    except yamlio.InputError as e:
-        raise ConfigError(f"{p}: {e}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: nested too deeply; expected a mapping of GPU fields") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}:{where} YAML syntax error: {getattr(e, 'problem', None) or e}") from None
+    data = yamlio.read_yaml(p, "a GPU YAML file", ConfigError,
+                            " (a GPU is a name from `gpusim gpus` or a path to a GPU YAML)")
     if data is None:
         raise ConfigError(f"{p}: the file is empty; expected a GPU config mapping (see configs/h100.yaml)")
     if not isinstance(data, dict):

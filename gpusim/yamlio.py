@@ -155,27 +155,28 @@ def read_text_bounded(p: Path, expected: str, error=ScenarioError) -> str:
     return data.decode("utf-8")
 
 
-def read_yaml(path: str | Path, expected: str = "a scenario YAML file"):
-    """The parsed document of ``path``; every failure is a one-line ``ScenarioError`` naming the file."""
+def read_yaml(path: str | Path, expected: str = "a scenario YAML file", error=ScenarioError, missing_hint: str = ""):
+    """The parsed document of ``path``; every failure is a one-line ``error`` (default
+    ``ScenarioError``) naming the file (``missing_hint`` follows "file not found")."""
     p = Path(path)
     try:
-        text = read_text_bounded(p, expected)
+        text = read_text_bounded(p, expected, error)
     except FileNotFoundError:
-        raise ScenarioError(f"{p}: file not found") from None
+        raise error(f"{p}: file not found{missing_hint}") from None
     except IsADirectoryError:
-        raise ScenarioError(f"{p}: is a directory, expected {expected}") from None
+        raise error(f"{p}: is a directory, expected {expected}") from None
     except UnicodeDecodeError as e:
-        raise ScenarioError(f"{p}: not a text file (byte {e.start} is not UTF-8); expected {expected}") from None
+        raise error(f"{p}: not a text file (byte {e.start} is not UTF-8); expected {expected}") from None
     except OSError as e:
-        raise ScenarioError(f"{p}: cannot read: {e.strerror}") from None
+        raise error(f"{p}: cannot read: {e.strerror}") from None
     try:
         return loads(text)
     except RecursionError:
-        raise ScenarioError(f"{p}: nested too deeply; {expected} is a few levels of mappings and lists") from None
+        raise error(f"{p}: nested too deeply; {expected} is a few levels of mappings and lists") from None
     except yaml.YAMLError as e:
-        raise ScenarioError(f"{p}: {_yaml_problem(e)}") from None
+        raise error(f"{p}: {_yaml_problem(e)}") from None
     except InputError as e:
-        raise ScenarioError(f"{p}: {e}") from None
+        raise error(f"{p}: {e}") from None
 
 
 # --- the one parser of ``--set KEY=VALUE`` scenario overrides ---
