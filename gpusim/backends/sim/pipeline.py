@@ -73,19 +73,6 @@ class PipelinedLoops:
                 out[ld.idx] = t + expose * self.cfg.hbm_latency_cycles
         return out
 
-    def _through_registers(self, serial, ready: dict) -> dict:
-        """``ready`` (load idx -> ready time) with each later staged tile of a one-stage loop
-        requested only once the earlier ones have arrived (``staging.one_stage_serial``)."""
-        first, later = serial
-        t = max((ready[i] for i in first if i in ready), default=None)
-        if t is None:
-            return ready
-        now = self.now
-        for i in later:
-            if i in ready:
-                ready[i] = t + (ready[i] - now)
-        return ready
-
     def _loop(self, d: LoopStep, pid, sm, sm_id, cid, who):
         start = ir.eval_expr(d.start, pid, {})
         trips = analysis.loop_trips(d, pid)
@@ -120,7 +107,7 @@ class PipelinedLoops:
             if late or ready is None:
                 ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
                 if serial:
-                    ready = self._through_registers(serial, ready)
+                    ready = staging.through_registers(serial, ready, self.now)
             scale = min(g, trips - j * g)
             if spill:
                 t = self.mem.spill(spill * scale, self.now, sm, spill_st * scale)

@@ -9,8 +9,9 @@ Models three things the engine and the memory path charge:
   stages, against 906 and 1551 at pad 2. Effect (docs/model.md, ablation "cp.async minimum width"
   off): +0.0 / +0.0 points median / p90 |error| on the recorded points, +0.0 / +0.5 on the held-out
   points (every second point).
-* ``one_stage_serial``: at one stage a staged tile loaded after a dot waits for the tiles before that
-  dot. Measured by ``benchmarks/kernels/chain_dot_stages.yaml`` (``micro/val_chain_dot_stages``): one
+* ``one_stage_serial`` / ``through_registers``: at one stage a staged tile loaded after a dot waits
+  for the tiles before that dot (``steps.lower`` marks the loop's staged loads ``via_registers``,
+  which ``memory`` fills at the register rate). Measured by ``benchmarks/kernels/chain_dot_stages.yaml`` (``micro/val_chain_dot_stages``): one
   stage takes 1.3-2.1x the time of two; predicted 1.0x without it (10-42% fast), -24% to +4% with it.
 * ``staging_class`` / ``staging_cost``: a staged tile from unaligned rows costs
   ``staged_access_cost[class]`` times its aligned cost. Effect (ablation "misaligned staged tiles"
@@ -47,6 +48,20 @@ def one_stage_serial(loop) -> tuple | None:
     first = tuple(ld.idx for ld in loop.loads if ld.sram and not ld.after_dot)
     later = tuple(ld.idx for ld in loop.loads if ld.sram and ld.after_dot)
     return (first, later) if first and later else None
+
+
+def through_registers(serial: tuple, ready: dict, now: float) -> dict:
+    """``ready`` (load idx -> ready time, requested at ``now``) with each later staged tile of a
+    one-stage loop (``serial``, from ``one_stage_serial``) requested only once the earlier ones have
+    arrived: its round trip starts when theirs ends."""
+    first, later = serial
+    t = max((ready[i] for i in first if i in ready), default=None)
+    if t is None:
+        return ready
+    for i in later:
+        if i in ready:
+            ready[i] = t + (ready[i] - now)
+    return ready
 
 
 def staging_class(tensor: ir.TensorArg, tile_shape: tuple, width: int, line_bytes: int = 128) -> str | None:
