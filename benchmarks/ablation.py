@@ -53,6 +53,7 @@ MECHANISMS = {
     "per-warp load rate": {"warp_load_bytes_per_clk": None},
     "dependent latency (scoreboard)": {"dependent_latency_cycles": {}},
     "HBM copy rate (bus turnaround)": {"hbm_copy_bandwidth_bytes_per_s": None},
+    "spill stores at the L2 write rate": {"l2_write_bandwidth_bytes_per_s": None},
     "launch and sync overheads": {"launch_overhead_us": 0.0, "sync_overhead_us": 0.0},
 }
 

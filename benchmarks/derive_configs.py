@@ -147,6 +147,12 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
     )
     if gb == 40:
         _ampere_measured(d, src)
+    if h200.l2_write_bandwidth_bytes_per_s:
+        ratio = h200.l2_write_bandwidth_bytes_per_s / h200.l2_bandwidth_bytes_per_s
+        d["l2_write_bandwidth_bytes_per_s"] = d["l2_bandwidth_bytes_per_s"] * ratio
+        src["l2_write_bandwidth_bytes_per_s"] = (f"E: the H200's measured L2 write rate over its read rate ({ratio:.3f}, "
+                                                 "benchmarks/l2_write.py) times this part's L2 read rate; no published "
+                                                 "Ampere L2 write rate")
     d["sources"] = src
     return d
 

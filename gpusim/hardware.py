@@ -98,9 +98,8 @@ class GPUConfig(BaseModel):
     l2_bandwidth_bytes_per_s: PositiveFloat
     # the rate the SMs' stores reach the L2 at (benchmarks/l2_write.py: 3.7-4.7 TB/s on the H200,
     # against 9.07 TB/s of reads). The model puts reads and writes on one SM <-> L2 path, so a
-    # written byte holds it for l2_bandwidth / this of a read byte's time (the H200 overlaps the two
-    # in part: l2_write.py mixed). None = writes at the read rate (as until
-    # round 16; every named config for now, docs/validation.md round 16)
+    # spill's local store (STL, written through the L1) holds it for l2_bandwidth / this of a read
+    # byte's time; output stores are charged at the read rate. None = spills at the read rate too
     l2_write_bandwidth_bytes_per_s: PositiveFloat | None = None
     l2_latency_cycles: PositiveFloat
     sm_load_bytes_per_clk: PositiveFloat
@@ -293,7 +292,7 @@ class GPUConfig(BaseModel):
 
     @property
     def l2_write_cost(self) -> float:
-        """L2 path time of a written byte (a store, a spill's STL), in read bytes."""
+        """L2 path time of a spill's local store (STL) byte, in read bytes."""
         if not self.l2_write_bandwidth_bytes_per_s:
             return 1.0
         return self.l2_bandwidth_bytes_per_s / self.l2_write_bandwidth_bytes_per_s

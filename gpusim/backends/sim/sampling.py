@@ -108,7 +108,7 @@ class SampledLaunch:
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
         l2_cycles = (skipped.l2_read_bytes - skipped.l2_merged_bytes
-                     + skipped.l2_write_bytes * mem.l2_write_rate_ratio) / mem.l2ch.rate
+                     + skipped.l2_write_bytes) / mem.l2ch.rate
         extra = max((total_work - sim_work) / rate, hbm_cycles, l2_cycles, (n - len(order)) * self.dispatch_cycles)
         # the skipped middle streamed its unique data through the L2: if that is more than the L2
         # holds, only lines the tail CTAs touched survive it

@@ -3,15 +3,17 @@ stores and reloads them every loop iteration (STL/LDL in the loop body).
 
 Models: the STL + LDL bytes inside the compiled loop (or, estimated, twice 4 bytes per excess
 register) times the CTA's threads cross the shared L2 channel and the SM's port once per
-iteration, before its work.
+iteration, before its work; the STL bytes at the L2's write rate (``memory.MemoryPath.spill``,
+``GPUConfig.l2_write_cost``).
 
 Measured by: ``benchmarks/kernels/spill_live.py`` with 256 and 512 live fp32 values per thread
-(runs at the L2's bandwidth for those bytes), and ncu on the H200 (``micro/ncu_probe_round16.json``:
+(runs at the L2's bandwidth for those bytes), ncu on the H200 (``micro/ncu_probe_round16.json``:
 the L1 writes every local store through to the L2; the reloads miss it in kernels that hold much
-shared memory).
+shared memory), and ``benchmarks/l2_write.py`` (the L2 takes stores at 4.28 TB/s, reads at 9.07).
 
 Effect: part of the compiler's view (docs/model.md, ablation "compiler view (registers, spills,
-SASS)" off: median / p90 |error| +1.0 / +4.2 points on the recorded points, +0.8 / +2.0 held-out).
+SASS)" off: median / p90 |error| +1.0 / +4.2 points on the recorded points, +0.8 / +2.0 held-out);
+the write rate takes the 88 held-out points that spill from 11.6 / 47.6% to 8.8 / 26.7%.
 """
 from __future__ import annotations
 
