@@ -278,16 +278,27 @@ class L2Cache:
         self.ready[stale] = 0.0
 
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
-        slots = self._miss_slots
-        most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
-        if most > self._miss_cap:
-            slots = self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
-            self._miss_cap = slots.shape[0]
+        self.reserve(nrows, row_bytes)
         hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
-            self.hint, self.flat, self.flat_f, self.clock, slots, base, nrows, pitch, row_bytes,
+            self.hint, self.flat, self.flat_f, self.clock, self._miss_slots, base, nrows, pitch, row_bytes,
             self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
         self._pending = misses
         return hits, misses, ready
+
+    def reserve(self, nrows: int, row_bytes: int) -> None:
+        """Room to record the misses of an access of ``nrows`` rows of ``row_bytes`` (``lookup``'s precondition)."""
+        most = nrows * ((row_bytes >> self.line_shift) + 2)      # lines the rows can touch
+        if most > self._miss_cap:
+            self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
+            self._miss_cap = self._miss_slots.shape[0]
+
+    def lookup(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int):
+        """A read ``access`` whose shape had ``reserve``: returns (hits, misses, latest ready, sectors
+        fetched, sectors needed, needed sectors missed) instead of setting the attributes."""
+        r = _access(self.hint, self.flat, self.flat_f, self.clock, self._miss_slots, base, nrows, pitch, row_bytes,
+                    self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group)
+        self._pending = r[1]
+        return r
 
     def fill_done(self, t: float) -> None:
         """Mark the lines that the last ``access`` missed (wholly or some of their sectors) as ready at time ``t``."""

@@ -106,7 +106,6 @@ class MemoryPath:
             return None
         rows, row_bytes, first, pitch = r
         nbytes = rows * row_bytes
-        es = ir.DTYPE_BYTES[t.dtype]
         # the narrow-access rate was measured on LDG/STG of register tiles; tiles that feed a dot are
         # staged into shared memory, at the cost measured for their rows' alignment (stage_dot)
         if d.sram:
@@ -118,6 +117,7 @@ class MemoryPath:
         # for iterations that each read their own piece at their own time)
         r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
         piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
+        self.l2.reserve(rows, row_bytes)        # l2.lookup's precondition
         return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
                 self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, hbm_pieces.hbm_piece_cost(piece, self.cfg))
 
@@ -133,16 +133,14 @@ class MemoryPath:
             return now
         base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost, piece_cost = tile
         run, l2cost = self.coalesce(key, nbytes, nrep, cost, now) if self.merge_table else (None, cost)
-        l2 = self.l2
-        hits, misses, hit_ready = l2.access(base, rows, pitch, row_bytes, now, who)
         # the L2 is sectored: a miss fetches the blocks of the 32-byte sectors the tile's rows cover
         # (l2.py), so DRAM reads are those sectors' bytes, and a tile whose rows cover part of a
         # line misses the rest on its next access (ncu: data/h200/micro/ncu_probe_round8.json)
-        sectors = l2.sectors
-        miss_bytes = l2.fetched_sectors * SECTOR_BYTES
+        hits, misses, hit_ready, fetched, sectors, missed = self.l2.lookup(base, rows, pitch, row_bytes, now, who)
+        miss_bytes = fetched * SECTOR_BYTES
         c = self.counters
         c.l2_read_bytes += nbytes
-        c.l2_hit_bytes += nbytes * (sectors - l2.missed_sectors) / sectors if sectors else 0.0
+        c.l2_hit_bytes += nbytes * (sectors - missed) / sectors if sectors else 0.0
         c.dram_read_bytes += miss_bytes
         if sram:
             c.sram_bytes += nbytes
@@ -175,7 +173,9 @@ class MemoryPath:
             t = now + lat + cost / rate
             if t > ready:
                 ready = t
-        ready = max(ready + exposures * lat, hit_ready)
+        ready += exposures * lat
+        if hit_ready > ready:
+            ready = hit_ready
         if run is not None:
             run[0] = ready      # later requests merge with this one until its data is back
         return ready
