@@ -279,10 +279,8 @@ class L2Cache:
 
     def access(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int = 0, read: bool = True):
         self.reserve(nrows, row_bytes)
-        hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = _access(
-            self.hint, self.flat, self.flat_f, self.clock, self._miss_slots, base, nrows, pitch, row_bytes,
-            self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
-        self._pending = misses
+        hits, misses, ready, self.fetched_sectors, self.sectors, self.missed_sectors = self.lookup(
+            base, nrows, pitch, row_bytes, now, who, read)
         return hits, misses, ready
 
     def reserve(self, nrows: int, row_bytes: int) -> None:
@@ -292,11 +290,11 @@ class L2Cache:
             self._miss_slots = np.zeros(1 << (most - 1).bit_length(), dtype=np.int64)
             self._miss_cap = self._miss_slots.shape[0]
 
-    def lookup(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int):
-        """A read ``access`` whose shape had ``reserve``: returns (hits, misses, latest ready, sectors
+    def lookup(self, base: int, nrows: int, pitch: int, row_bytes: int, now: float, who: int, read: bool = True):
+        """``access`` of a shape that had ``reserve``: returns (hits, misses, latest ready, sectors
         fetched, sectors needed, needed sectors missed) instead of setting the attributes."""
         r = _access(self.hint, self.flat, self.flat_f, self.clock, self._miss_slots, base, nrows, pitch, row_bytes,
-                    self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group)
+                    self.line_shift, self.nsets, self.ways, float(now), who, self.fetch_group if read else 1)
         self._pending = r[1]
         return r
 

@@ -72,7 +72,7 @@ class MemoryPath:
         self.hbm = Channel(cfg.hbm_read_bandwidth_bytes_per_s / clk, log=timeline)
         self.hbm_write_rate_ratio = cfg.hbm_write_cost
         self.l2ch = Channel(cfg.l2_bandwidth_bytes_per_s / clk, log=timeline)
-        self.l2_write_rate_ratio = cfg.l2_write_cost     # spill stores only (``spill``)
+        self.spill_store_cost = cfg.l2_write_cost     # L2 path time of a spill's STL byte, in read bytes
         self.sms = [SM(cfg.sm_load_bytes_per_clk) for _ in range(cfg.sm_count)]
         self.l2_latency, self.hbm_latency = cfg.l2_latency_cycles, cfg.hbm_latency_cycles
         self.line_bytes = cfg.l2_line_bytes
@@ -248,8 +248,8 @@ class MemoryPath:
                 sm.port.transfer(port, now)
         self.l2.access(self.addr[op.tensor.name] + first, rows, pitch, row_bytes, now, who, read=False)
         self.l2.fill_done(now)
-        # an output store holds the L2 path as a read byte does: charged at the measured write rate
-        # (``l2_write_cost``), stores made non-spilling GEMMs too slow on held-out points (docs/model.md)
+        # an output store holds the L2 path as long as a read byte; at the write rate that spills pay
+        # (``spill``) it made non-spilling GEMMs too slow on held-out points (docs/model.md)
         self.l2ch.transfer(nbytes, now)
         if self.loaded is None:
             self.hbm.transfer(nbytes * self.hbm_write_rate_ratio, now)
@@ -264,5 +264,5 @@ class MemoryPath:
         """Local-memory traffic (register spills) through the L2 and the SM's port; returns its end.
         ``store_bytes`` of ``nbytes`` are STLs, which the L1 writes through to the L2 (ncu on the
         H200, micro/ncu_probe_round16.json) at the L2's write rate."""
-        l2 = nbytes + store_bytes * (self.l2_write_rate_ratio - 1.0)
+        l2 = nbytes + store_bytes * (self.spill_store_cost - 1.0)
         return max(self.l2ch.transfer(l2, now), sm.port.transfer(nbytes, now))

@@ -56,10 +56,8 @@ class PipelinedLoops:
         now = self.now
         g = self.group
         lo = j * g
-        k = trips - lo if trips - lo < g else g       # min, max without the builtins' calls
-        expose = k / dist - 1.0 if dist > 1 else k - 1.0
-        if expose < 0.0:
-            expose = 0.0
+        k = min(g, trips - lo)
+        expose = max(0.0, k / max(dist, 1) - 1.0)
         load = self.mem.load
         if k == 1:
             for ld, o0, delta, axis, lead in aff:
@@ -110,7 +108,7 @@ class PipelinedLoops:
                 ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
                 if serial:
                     ready = staging.through_registers(serial, ready, self.now)
-            scale = trips - j * g if trips - j * g < g else g
+            scale = min(g, trips - j * g)
             if spill:
                 t = self.mem.spill(spill * scale, self.now, sm, spill_st * scale)
                 if t > self.now:
