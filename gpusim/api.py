@@ -11,10 +11,9 @@ from pathlib import Path
 
 from . import intervals, physics, precheck
 from .backends import numpy_exec
-from .backends.sim import power
 from .backends.sim.cost import InfeasibleError, occupancy
 from .compiler import view_of
-from .backends.sim.engine import LaunchSim
+from .backends.sim.under_load import run_launch
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
@@ -94,7 +93,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     t_cycles = 0.0                      # on cfg's clock (a power-limited launch's cycles are converted)
     launch_cycles = cfg.launch_overhead_us * 1e-6 * cfg.clock_hz
     for launch, view in zip(workload.launches, views):
-        st, lcfg, power_w = _run_launch(launch, cfg, l2, addr, workload.tensors, fidelity, timeline, view)
+        st, lcfg, power_w = run_launch(launch, cfg, l2, addr, workload.tensors, fidelity, timeline, view)
         t_start = t_cycles + launch_cycles
         kernels.append(_kernel_result(launch, lcfg, st, launch_cycles * lcfg.clock_hz / cfg.clock_hz,
                                       t_start * lcfg.clock_hz / cfg.clock_hz, power_w))
@@ -114,31 +113,6 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     return physics.judge(Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
                                 timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note,
                                 **common), workload, cfg)
-
-
-def _run_launch(launch, cfg: GPUConfig, l2: L2Cache, addr: dict, tensors: dict, fidelity: str, timeline: bool,
-                view=None):
-    """(stats, the config it ran on, predicted board watts) of one launch, simulated at the
-    maximum clock. When its predicted power exceeds the limit it runs at the lower clock the power
-    model gives (``backends/sim/power.py``): with the same cycles when its SMs paced it, the same
-    time when its memory did and still would, else simulated again at that clock from the same L2
-    state."""
-    state = l2.snapshot() if cfg.power_limit_w and cfg.activity_energy_j else None
-    st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run()
-    if not cfg.activity_energy_j:
-        return st, cfg, None
-    e_sm, e_mem, seconds = power.launch_energy(cfg, st.counters, st.busy, st.cycles)
-    f = power.loaded_clock(cfg, e_sm, e_mem, seconds)
-    watts = power.kernel_power(cfg, e_sm, e_mem, seconds, f)
-    if f >= cfg.clock_hz:
-        return st, cfg, watts
-    lcfg = power.at_clock(cfg, f)
-    if power.sm_paced(cfg, st):
-        return st, lcfg, watts
-    if power.memory_keeps_pace(cfg, st, f):
-        return power.same_time(cfg, st, f), lcfg, watts
-    l2.restore(state)
-    return LaunchSim(launch, lcfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run(), lcfg, watts
 
 
 def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,

@@ -21,7 +21,7 @@ over many milliseconds, so the clock is set by the mean power of the timing loop
 the kernel (the launch, its launch overhead and do_bench's L2 flush): over the limit, the clock is
 the f where that mean meets it. A launch its SMs paced keeps its cycles there (``sm_paced``); one
 its memory paced keeps its time when its SM work cannot catch up (``memory_keeps_pace``), and is
-otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state (``at_clock`` keeps
+otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state (``under_load.py``) (``at_clock`` keeps
 the per-clock SM rates and holds bandwidths and memory latencies fixed in time).
 
 Effect (docs/model.md, ablation "clock under load (power)" off): median / p90 |error| +2.9 / +4.2
@@ -125,7 +125,7 @@ def sm_paced(cfg, st) -> bool:
     chains, issue), and its memory only gains bandwidth per cycle at the lower clock. Simulating
     such a launch again at the lower clock moves the SM-paced points of
     benchmarks/ncu_probe_round6.yaml by -0.9% to +2.0%; a memory-paced one keeps its time
-    (``memory_keeps_pace``) or is simulated again (``api._run_launch``)."""
+    (``memory_keeps_pace``) or is simulated again (``under_load.py``)."""
     b_mem = memory_share(cfg, st.counters, st.cycles)
     return b_mem < MEMORY_PACED_SHARE or b_mem <= max(st.busy)
 
@@ -140,15 +140,15 @@ def memory_keeps_pace(cfg, st, f: float) -> bool:
     return sum(st.busy) * cfg.clock_hz / f <= memory_share(cfg, st.counters, st.cycles)
 
 
-def same_time(cfg, st, f: float):
-    """The stats of a launch simulated at ``cfg.clock_hz`` that keeps its time at SM clock ``f``:
-    f / f_max of its cycles, its pipes busier per cycle, its events on the new cycles."""
+def scaled(st, rho: float):
+    """The stats of a launch whose cycles are ``rho`` times these (the same launch on another SM
+    clock: ``rho = f / f_max`` when it keeps its time): its pipes busier per cycle by 1 / rho, its
+    events on the new cycles."""
     from dataclasses import replace
 
-    r = f / cfg.clock_hz
-    sampling = replace(st.sampling, simulated_cycles=st.sampling.simulated_cycles * r,
-                       extrapolated_cycles=st.sampling.extrapolated_cycles * r)
-    return replace(st.log_scaled(r), cycles=st.cycles * r, busy=tuple(b / r for b in st.busy), sampling=sampling)
+    sampling = replace(st.sampling, simulated_cycles=st.sampling.simulated_cycles * rho,
+                       extrapolated_cycles=st.sampling.extrapolated_cycles * rho)
+    return replace(st.log_scaled(rho), cycles=st.cycles * rho, busy=tuple(b / rho for b in st.busy), sampling=sampling)
 
 
 def at_clock(cfg, f: float):

@@ -1,0 +1,42 @@
+"""One launch at the SM clock its power allows.
+
+The launch is simulated at the maximum clock (``cfg.clock_hz``). When a timing loop of it would draw
+more than the power limit, it runs at the lower clock ``f`` the power model gives (``power.py``),
+and its cycles there are found in one of three ways:
+
+- its SMs paced it (``power.sm_paced``): the same cycles;
+- its memory paced it and still would (``power.memory_keeps_pace``): the same time;
+- otherwise it is simulated again at ``f`` from the same L2 state.
+
+The third way costs a second simulation (half the time of the 4096^3 GEMM of
+``benchmarks/bench_speed.py``), and earns it on the GEMMs: over every second recorded flash,
+GEMM and decode point, 29 have a launch simulated again (19 flash, at 0.97-1.02 of their first
+cycles, and 10 GEMMs, at 0.82-1.02). Keeping their cycles instead puts the GEMMs 4-22 points
+slower against the H200 and the 28 held-out ones at a median / p90 |error| of 7.2 / 11.1% instead
+of 5.7 / 9.5%.
+"""
+from __future__ import annotations
+
+from . import power
+from .engine import LaunchSim
+
+
+def run_launch(launch, cfg, l2, addr: dict, tensors: dict, fidelity: str, timeline: bool, view=None):
+    """(stats, the config it ran on, predicted board watts or None) of one launch."""
+    limited = bool(cfg.power_limit_w and cfg.activity_energy_j)
+    state = l2.snapshot() if limited else None
+    st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run()
+    if not cfg.activity_energy_j:
+        return st, cfg, None
+    e_sm, e_mem, seconds = power.launch_energy(cfg, st.counters, st.busy, st.cycles)
+    f = power.loaded_clock(cfg, e_sm, e_mem, seconds)
+    watts = power.kernel_power(cfg, e_sm, e_mem, seconds, f)
+    if f >= cfg.clock_hz:
+        return st, cfg, watts
+    lcfg = power.at_clock(cfg, f)
+    if power.sm_paced(cfg, st):
+        return st, lcfg, watts
+    if power.memory_keeps_pace(cfg, st, f):
+        return power.scaled(st, f / cfg.clock_hz), lcfg, watts
+    l2.restore(state)
+    return LaunchSim(launch, lcfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run(), lcfg, watts
