@@ -131,3 +131,17 @@ def test_every_field_and_family_exhaustively(gpu, field, family):
                    "that separates an active SM's fixed power from its per-operation energy)")
 def test_faster_l2_on_a_power_limited_gemm():
     check_faster("h200", "l2_bandwidth_bytes_per_s", "gemm4096", 1.25)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="event order at full fidelity: flash B1 H16 N2048 d64 on the h100 takes 52.3-52.7 "
+                   "us at the named HBM latency and 54.6-55.0 us with it x1/1.25 (estimated / compiled view; fast "
+                   "mode: 57.7 -> 55.5 us). Only with both "
+                   "the loaded HBM latency and the per-request round trip on; either off, it is monotone. This is "
+                   "the 9.4% fast-vs-full gap of test_engine.py: the full run is the irregular one")
+def test_shorter_hbm_latency_on_flash_at_full_fidelity():
+    cfg = load_gpu("h100")
+    p = dict(batch=1, heads=16, seq_len=2048, head_dim=64, check=False, fidelity="full")
+    base = gpusim.simulate("attention_flash", cfg, **p)
+    fast, _ = with_overrides(cfg, faster(cfg, "hbm_latency_cycles", 1.25), "gpu_overrides")
+    assert gpusim.simulate("attention_flash", fast, **p).time_us <= base.time_us * TOLERANCE
