@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import gpusim.api as api
+from gpusim.backends.sim import under_load
 from gpusim import simulate
 from gpusim.cli import main
 from gpusim.hardware import CONFIG_DIR, ConfigError
@@ -273,7 +273,7 @@ API = [
 
 @pytest.mark.parametrize("kw,exc,needle", [c[1:] for c in API], ids=[c[0] for c in API])
 def test_bad_api_call(monkeypatch, kw, exc, needle):
-    monkeypatch.setattr(api, "LaunchSim", _NoSim)
+    monkeypatch.setattr(under_load, "LaunchSim", _NoSim)
     kw = dict(kw)
     kernel = kw.pop("kernel", "attention_flash")
     with pytest.raises(exc) as e:
@@ -305,13 +305,13 @@ IMPOSSIBLE = [
 
 @pytest.mark.parametrize("kernel,params,needle", [c[1:] for c in IMPOSSIBLE], ids=[c[0] for c in IMPOSSIBLE])
 def test_impossible_point_is_infeasible_without_simulating(monkeypatch, kernel, params, needle):
-    monkeypatch.setattr(api, "LaunchSim", _NoSim)
+    monkeypatch.setattr(under_load, "LaunchSim", _NoSim)
     r = simulate(kernel, "h100", **params)
     assert r.status == "infeasible" and needle in r.reason
 
 
 def test_impossible_point_in_a_run_is_an_infeasible_row(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(api, "LaunchSim", _NoSim)
+    monkeypatch.setattr(under_load, "LaunchSim", _NoSim)
     p = tmp_path / "s.yaml"
     p.write_text("kernel: attention_flash\ngpu: h100\nsweep: {seq_len: [16777216]}\n")
     rc = main(["run", str(p), "--out", str(tmp_path / "o"), "--no-plots", "--jobs", "1"])

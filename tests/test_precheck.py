@@ -2,6 +2,7 @@
 import pytest
 
 import gpusim.api as api
+from gpusim.backends.sim import under_load
 from gpusim import precheck, simulate
 from gpusim.hardware import load_gpu
 from gpusim.kernels import build, resolve_params
@@ -16,7 +17,7 @@ class _NoSim:
 @pytest.fixture
 def no_sim(monkeypatch):
     """Fail the test if any launch reaches the SimPy engine."""
-    monkeypatch.setattr(api, "LaunchSim", _NoSim)
+    monkeypatch.setattr(under_load, "LaunchSim", _NoSim)
 
 
 def test_naive_attention_over_hbm_capacity(no_sim):
