@@ -21,8 +21,8 @@ over many milliseconds, so the clock is set by the mean power of the timing loop
 the kernel (the launch, its launch overhead and do_bench's L2 flush): over the limit, the clock is
 the f where that mean meets it. A launch its SMs paced keeps its cycles there (``sm_paced``); one
 its memory paced keeps its time when its SM work cannot catch up (``memory_keeps_pace``), and is
-otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state (``under_load.py``) (``at_clock`` keeps
-the per-clock SM rates and holds bandwidths and memory latencies fixed in time).
+otherwise simulated again on ``at_clock(cfg, f)``, from the same L2 state (``under_load.py``;
+``at_clock`` keeps the per-clock SM rates and holds bandwidths and memory latencies fixed in time).
 
 Effect (docs/model.md, ablation "clock under load (power)" off): median / p90 |error| +2.9 / +4.2
 points on the recorded points, +2.0 / +2.0 on the held-out points.

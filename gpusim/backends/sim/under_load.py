@@ -10,7 +10,7 @@ and its cycles there are found in one of three ways:
 
 The third way costs a second simulation (half the time of the 4096^3 GEMM of
 ``benchmarks/bench_speed.py``), and earns it on the GEMMs: over every second recorded flash,
-GEMM and decode point, 29 have a launch simulated again (19 flash, at 0.97-1.02 of their first
+flash backward, GEMM and decode point, 29 have a launch simulated again (19 flash, at 0.97-1.02 of their first
 cycles, and 10 GEMMs, at 0.82-1.02). Keeping their cycles instead puts the GEMMs 4-22 points
 slower against the H200 and the 28 held-out ones at a median / p90 |error| of 7.2 / 11.1% instead
 of 5.7 / 9.5%.
@@ -23,8 +23,7 @@ from .engine import LaunchSim
 
 def run_launch(launch, cfg, l2, addr: dict, tensors: dict, fidelity: str, timeline: bool, view=None):
     """(stats, the config it ran on, predicted board watts or None) of one launch."""
-    limited = bool(cfg.power_limit_w and cfg.activity_energy_j)
-    state = l2.snapshot() if limited else None
+    state = l2.snapshot() if cfg.power_limit_w and cfg.activity_energy_j else None
     st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run()
     if not cfg.activity_energy_j:
         return st, cfg, None
