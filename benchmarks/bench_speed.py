@@ -37,6 +37,7 @@ COMPARE = [
                              BLOCK_N=64, num_warps=8)),
     ("attention_naive", dict(batch=2, heads=8, seq_len=2048, head_dim=64)),
     ("matmul", dict(M=8192, N=8192, K=512)),
+    ("matmul", dict(M=6144, N=256, K=4096, BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, num_stages=4, num_warps=4)),
 ]
 # 5 x 5 tiles x 2 stage counts x 20 sequence lengths = 1,000 points (infeasible tiles are cheap rows)
 SWEEP = """name: speed-sweep

@@ -30,6 +30,15 @@ from .steps import LoadDesc
 SECTOR_BYTES = 1 << SECTOR_SHIFT    # the L2's unit of allocation and DRAM transfer
 
 
+def row_lines(start: int, rows: int, pitch: int, row_bytes: int, line_shift: int) -> int:
+    """L2 lines a tile of ``rows`` rows of ``row_bytes`` bytes, ``pitch`` apart from byte ``start``,
+    touches, counted row by row (as ``l2.L2Cache.lookup`` counts its hits and misses)."""
+    if rows == 1 or pitch & ((1 << line_shift) - 1) == 0:
+        return rows * (((start + row_bytes - 1) >> line_shift) - (start >> line_shift) + 1)
+    return sum(((a + row_bytes - 1) >> line_shift) - (a >> line_shift) + 1
+               for a in range(start, start + rows * pitch, pitch))
+
+
 class Channel:
     """A FIFO bandwidth server: a transfer of ``b`` bytes holds it for b / rate cycles."""
 
@@ -94,8 +103,9 @@ class MemoryPath:
 
     def tile(self, d: LoadDesc, offs, nrep: int, rep_axis):
         """(first byte, rows, pitch, row bytes, bytes, port bytes, sram, fill rate, L2 and fill cost in
-        bytes, HBM cost per missed byte: hbm_pieces.hbm_piece_cost) of a load's tile
-        (``nrep`` tiles abutting along ``rep_axis``), or None when it lies outside the tensor."""
+        bytes, HBM cost per missed byte: hbm_pieces.hbm_piece_cost, L2 lines one iteration's tile
+        asks for) of a load's tile (``nrep`` tiles abutting along ``rep_axis``), or None when it lies
+        outside the tensor."""
         shape = d.shape
         if nrep > 1:
             shape = list(shape)
@@ -118,8 +128,10 @@ class MemoryPath:
         r1 = r if nrep == 1 else analysis.tile_bytes_in_bounds(t, offs, tuple(d.shape))
         piece = r1[1] if r1[0] > 1 and r1[3] != r1[1] else r1[0] * r1[1]
         self.l2.reserve(rows, row_bytes)        # l2.lookup's precondition
-        return (self.addr[d.tensor] + first, rows, pitch, row_bytes, nbytes, port, d.sram,
-                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, hbm_pieces.hbm_piece_cost(piece, self.cfg))
+        base = self.addr[d.tensor]
+        return (base + first, rows, pitch, row_bytes, nbytes, port, d.sram,
+                self.fill_rate[0 if d.sram and not d.via_registers else 1], cost, hbm_pieces.hbm_piece_cost(piece, self.cfg),
+                row_lines(base + r1[2], r1[0], r1[3], r1[1], self.l2.line_shift))
 
     def load(self, d: LoadDesc, offs, now, sm: SM, who, nrep=1, rep_axis=None, exposures=0.0):
         """Issue one (possibly merged) tile load; returns its ready time. ``exposures``: how many
@@ -131,7 +143,7 @@ class MemoryPath:
             tile = self.tiles[key] = self.tile(d, offs, nrep, rep_axis)
         if tile is None:
             return now
-        base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost, piece_cost = tile
+        base, rows, pitch, row_bytes, nbytes, port, sram, rate, cost, piece_cost, lines = tile
         run, l2cost = self.coalesce(key, nbytes, nrep, cost, now) if self.merge_table else (None, cost)
         # the L2 is sectored: a miss fetches the blocks of the 32-byte sectors the tile's rows cover
         # (l2.py), so DRAM reads are those sectors' bytes, and a tile whose rows cover part of a
@@ -159,7 +171,9 @@ class MemoryPath:
         ch.busy += dur
         if t > ready:
             ready = t
-        rkey = ((hits + misses) // nrep, misses > 0)
+        # the round trip grows with the lines one iteration's tile asks for: a merged tile's rows of
+        # part of a line each (64-byte rows) cover whole lines, but each iteration asks for all of them
+        rkey = (lines, misses > 0)
         extra = self.req_extra.get(rkey)      # self.request_extra, inlined
         if extra is None:
             extra = self.request_extra(*rkey)
