@@ -48,6 +48,13 @@ def merged_wait(k: int, ahead: int, dist: int, work: float) -> tuple:
     return max(0.0, c), (c - (k - 1)) * work if c > 0 else 0.0
 
 
+def waits_of(d: LoopStep, g: int, trips: int, dist: int) -> dict:
+    """Iterations in a merged step (``g``, and the last step's) -> its ``merged_wait``, for tiles
+    issued ``dist`` iterations ahead of loop ``d`` merged by ``g``."""
+    work = iteration_work(d.body) if g > 1 and dist > 1 else 0.0
+    return {k: merged_wait(k, -(-dist // g), dist, work) for k in {g, trips - (-(-trips // g) - 1) * g}}
+
+
 def iteration_work(body) -> float:
     """The cycles one iteration's compute steps take on an idle SM, one after another."""
     return sum(s.cycles if type(s) is TensorStep else max(s.vector_cycles, s.sfu_cycles, s.min_cycles)
@@ -75,17 +82,16 @@ class PipelinedLoops:
             aff.append((ld, o0, delta, axis, lead))
         return aff
 
-    def _issue_group(self, aff, j, trips, sm, who, dist, out, work=0.0):
+    def _issue_group(self, aff, j, trips, sm, who, waits, out):
         """Issue the loads of merged step ``j`` (``loop_group`` iterations) into ``out`` (idx -> ready
-        time). ``dist``: iterations between a tile's issue and the top of the iteration that needs
-        it; ``work``: the cycles of one iteration's compute (``merged_wait``)."""
+        time). ``waits``: iterations in the step -> its ``merged_wait`` (``waits_of``)."""
         if not aff:
             return out
         now = self.now
         g = self.group
         lo = j * g
         k = min(g, trips - lo)
-        expose, credit = merged_wait(k, -(-dist // g), dist, work)
+        expose, credit = waits[k]
         load = self.mem.load
         if k == 1:
             for ld, o0, delta, axis, lead in aff:
@@ -120,21 +126,21 @@ class PipelinedLoops:
         early = [a for a, ok in zip(aff, ahead_ok) if ok]
         late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
-        work = iteration_work(d.body) if g > 1 and dist > 1 else 0.0
+        early_waits, late_waits = waits_of(d, g, trips, dist), waits_of(d, g, trips, 0)
         # one stage: no cp.async; staged tiles go LDG -> registers -> STS (staging.one_stage_serial)
         serial = staging.one_stage_serial(d) if d.stages == 1 else None
         inflight = {}
         timeline, compute = self.timeline, self._compute
         for j in range(min(ahead, nsup)):
-            inflight[j] = self._issue_group(early, j, trips, sm, who, dist, {}, work)
+            inflight[j] = self._issue_group(early, j, trips, sm, who, early_waits, {})
         issue, body, spill, spill_st = self._issue_group, d.body, d.spill_bytes, d.spill_store_bytes
         for j in range(nsup):
             nxt = j + ahead
             if early and nxt < nsup and nxt not in inflight:
-                inflight[nxt] = issue(early, nxt, trips, sm, who, dist, {}, work)
+                inflight[nxt] = issue(early, nxt, trips, sm, who, early_waits, {})
             ready = inflight.pop(j, None)
             if late or ready is None:
-                ready = issue(late, j, trips, sm, who, 0, ready if ready is not None else {})
+                ready = issue(late, j, trips, sm, who, late_waits, ready if ready is not None else {})
                 if serial:
                     ready = staging.through_registers(serial, ready, self.now)
             scale = min(g, trips - j * g)
