@@ -6,8 +6,8 @@ with this checkout, and compare two such tables per family and set (median and p
     python benchmarks/judge_change.py compare /tmp/before.csv /tmp/after.csv
 
 The points are those of data/h200_points.csv.gz (recorded, held-out and micro alike), in table order,
-so two checkouts with the same table predict the same points. Predictions use the config named in
-the table (h200) and the resources view of the environment.
+so two checkouts with the same table predict the same points, on ``--gpu`` (configs/h200.yaml by
+default: the table's older rows name it by an earlier name) with the resources view of the environment.
 """
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ def _predict(job):
         return None
 
 
-def predict(every: int, families: list, out: str, jobs: int) -> None:
+def predict(every: int, families: list, out: str, jobs: int, gpu: str) -> None:
     pts = pd.read_csv(ROOT / "data" / "h200_points.csv.gz")
     sel = pts[pts["kernel"].isin(families)].iloc[::every]
-    work = [(r.kernel, json.loads(r.params), r.gpu) for r in sel.itertuples()]
+    work = [(r.kernel, json.loads(r.params), gpu) for r in sel.itertuples()]
     with ProcessPoolExecutor(jobs) as ex:
         preds = list(ex.map(_predict, work, chunksize=4))
     sel[["scenario", "point", "set", "kernel", "measured_us"]].assign(predicted_us=preds).to_csv(out, index=False)
@@ -67,12 +67,13 @@ def main(argv=None) -> int:
     p.add_argument("--families", nargs="*", default=list(FAMILIES))
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", required=True)
+    p.add_argument("--gpu", default=str(ROOT / "configs" / "h200.yaml"))
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
     a = ap.parse_args(argv)
     if a.cmd == "predict":
-        predict(a.every, a.families, a.out, a.jobs)
+        predict(a.every, a.families, a.out, a.jobs, a.gpu)
     else:
         compare(a.before, a.after)
     return 0
