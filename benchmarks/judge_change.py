@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))       # this checkout's gpusim, in the workers too
 FAMILIES = ("matmul", "attention_flash", "attention_flash_bwd", "attention_decode")
 
 
 def _predict(job):
-    sys.path.insert(0, str(ROOT))
     import gpusim
 
     kernel, params, gpu = job

@@ -52,7 +52,7 @@ def waits_of(d: LoopStep, g: int, trips: int, dist: int) -> dict:
     """Iterations in a merged step (``g``, and the last step's) -> its ``merged_wait``, for tiles
     issued ``dist`` iterations ahead of loop ``d`` merged by ``g``."""
     work = iteration_work(d.body) if g > 1 and dist > 1 else 0.0
-    return {k: merged_wait(k, -(-dist // g), dist, work) for k in {g, trips - (-(-trips // g) - 1) * g}}
+    return {k: merged_wait(k, -(-dist // g), dist, work) for k in {g, (trips - 1) % g + 1}}
 
 
 def iteration_work(body) -> float:
