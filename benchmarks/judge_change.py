@@ -44,7 +44,7 @@ def predict(every: int, families: list, out: str, jobs: int, gpu: str) -> None:
     print(f"wrote {out}: {len(sel)} points")
 
 
-def compare(before: str, after: str) -> None:
+def compare(before: str, after: str, scenarios: bool = False) -> None:
     m = pd.read_csv(before).merge(pd.read_csv(after)[["scenario", "point", "predicted_us"]],
                                   on=["scenario", "point"], suffixes=("_a", "_b")).dropna()
     for tag in ("a", "b"):
@@ -57,6 +57,14 @@ def compare(before: str, after: str) -> None:
         a, b = g["ea"].abs(), g["eb"].abs()
         print(f"| {k} | {s} | {len(g)} | {a.median():.1f} -> {b.median():.1f} | {a.quantile(0.9):.1f} -> "
               f"{b.quantile(0.9):.1f} | {g['ea'].median():+.1f} -> {g['eb'].median():+.1f} |")
+    if scenarios:       # every scenario with a point that moved: its median |error| before and after
+        print("\n| scenario | points | moved | median \\|err\\| % | worst point |err| % |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for sc, g in m.groupby("scenario"):
+            moved = int(((g.predicted_us_b / g.predicted_us_a - 1).abs() > 1e-3).sum())
+            if moved:
+                print(f"| {sc} | {len(g)} | {moved} | {g['ea'].abs().median():.1f} -> {g['eb'].abs().median():.1f} | "
+                      f"{g['ea'].abs().max():.1f} -> {g['eb'].abs().max():.1f} |")
 
 
 def main(argv=None) -> int:
@@ -71,11 +79,12 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
+    c.add_argument("--scenarios", action="store_true", help="also each scenario that has a moved point")
     a = ap.parse_args(argv)
     if a.cmd == "predict":
         predict(a.every, a.families, a.out, a.jobs, a.gpu)
     else:
-        compare(a.before, a.after)
+        compare(a.before, a.after, a.scenarios)
     return 0
 
 
