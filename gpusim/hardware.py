@@ -204,6 +204,30 @@ class GPUConfig(BaseModel):
     sources: dict[str, str] = {}
     measurements: list[Measurement] = []
     provenance: dict[str, str] = {}
+    # ---- the links between the GPUs of one node, for a model split over GPUs (tensor parallelism:
+    # gpusim/models/collectives.py times its all-reduces). 0 links = none: tp > 1 is refused.
+    nvlink_generation: NonNegativeInt = 0
+    nvlink_links: NonNegativeInt = 0
+    # all links together, both directions (the datasheet's "NVLink bandwidth"); one direction is half
+    nvlink_bandwidth_bytes_per_s: NonNegativeFloat = 0.0
+    # every GPU of the node reaches every other at its full link rate through NVSwitch chips
+    nvswitch: bool = False
+    # the NVSwitch reduces in the switch (NVLink SHARP; NCCL's NVLS all-reduce algorithm)
+    nvlink_sharp: bool = False
+    gpus_per_node: PositiveInt = 8
+    # NCCL on these links, fitted to published all-reduce figures (gpusim/models/collectives_fit.py):
+    # ring (Simple protocol) bus bandwidth and NVLS algorithm bandwidth as fractions of one direction's
+    # link rate; LL's bandwidth relative to Simple's; the time every collective call costs beyond
+    # NCCL's own per-step latencies (its launch and the ranks' arrival); NVLS's own latency; and the
+    # bandwidth ramp: the first nccl_ramp_bytes of a Simple-protocol collective move at
+    # nccl_ramp_fraction of its full rate (fewer channels in flight below that size)
+    nccl_ring_efficiency: float = Field(default=1.0, gt=0.0, le=1.0)
+    nccl_nvls_efficiency: float = Field(default=1.0, gt=0.0, le=1.5)
+    nccl_ll_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    nccl_call_overhead_us: NonNegativeFloat = 0.0
+    nccl_nvls_latency_us: NonNegativeFloat = 0.0
+    nccl_ramp_bytes: NonNegativeFloat = 0.0
+    nccl_ramp_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 
     @field_validator(*PLAUSIBLE, mode="after")
     @classmethod
