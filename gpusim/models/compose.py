@@ -119,8 +119,16 @@ def default_attention(phase: str) -> str:
     return "decode" if phase == "decode" else "flash"
 
 
-def _attention(m: ModelSpec, phase, attention, batch, seq, L, dt) -> Op:
+def _attention(m: ModelSpec, phase, attention, batch, seq, L, dt, kv_bytes: float | None = None) -> Op:
     if attention == "decode":
+        es = 4 if dt == "fp32" else 2
+        if kv_bytes and kv_bytes < es and phase == "decode":
+            # a KV cache of narrower elements: the same kernel over a cache of kv_len x kv_bytes / es
+            # tokens (the same bytes; decode attention is bound by them)
+            kvl = max(1, int(round(seq * kv_bytes / es)))
+            return _op("attention", "attention_decode", L, f"{kv_bytes:g}-byte KV cache: kv_len x {kv_bytes / es:g}",
+                       batch=batch, heads=m.heads, kv_heads=m.kv_heads, q_len=1, kv_len=kvl, head_dim=m.head_dim,
+                       dtype=dt)
         return _op("attention", "attention_decode", L, batch=batch, heads=m.heads, kv_heads=m.kv_heads,
                    q_len=1 if phase == "decode" else seq, kv_len=seq, head_dim=m.head_dim, dtype=dt)
     if phase == "decode":
@@ -133,11 +141,38 @@ def _attention(m: ModelSpec, phase, attention, batch, seq, L, dt) -> Op:
                batch=batch, heads=m.heads, seq_len=seq, head_dim=m.head_dim, dtype=dt)
 
 
+def _qgemm(name, count, M, N, K, dt, tg: Target, wbytes: float) -> Op:
+    """A projection whose weights are stored in ``wbytes`` bytes per element (the model's dtype
+    otherwise): a decode GEMV streams its weights, so it runs as the GEMV over N x wbytes / dtype
+    bytes columns (the same weight bytes; the dequantization's ALU work is not charged); a prefill
+    GEMM dequantizes to the model's dtype and computes at its rate, so it runs as it is."""
+    es = 4 if dt == "fp32" else 2
+    if wbytes >= es or M > GEMV_MAX_M:
+        return _gemm(name, count, M, N, K, dt, tg)
+    op = _gemv(name, count, M, max(32, int(round(N * wbytes / es))), K, dt, tg)
+    return Op(op.name, op.kernel, op.params, op.count, f"{wbytes:g}-byte weights: GEMV over N x {wbytes / es:g}",
+              op.alternatives, op.fidelity)
+
+
+def local_dims(m: ModelSpec, tp: int) -> tuple:
+    """(query heads, KV heads, FFN size) one of ``tp`` GPUs holds: heads and the FFN split evenly,
+    KV heads split, or each held by tp / kv_heads GPUs where tp exceeds them."""
+    if tp < 1 or m.heads % tp or m.ffn % tp or (m.kv_heads % tp and tp % m.kv_heads):
+        raise ValueError(f"tp {tp}: must divide heads ({m.heads}) and ffn ({m.ffn}), and divide or be a multiple "
+                         f"of kv_heads ({m.kv_heads})")
+    return m.heads // tp, max(1, m.kv_heads // tp), m.ffn // tp
+
+
 def model_ops(m: ModelSpec, phase: str, batch: int, seq: int, attention: str | None = None,
-              target: Target | None = None) -> list[Op]:
-    """The ops of one forward step: ``seq`` is the prompt length at prefill, the KV-cache length
-    (context) at decode, where each of the ``batch`` sequences adds one token. ``target``: the GPU
-    the tiles are picked for (default: 132 SMs, 227 KiB of shared memory per CTA)."""
+              target: Target | None = None, tp: int = 1, weight_bytes: float | None = None,
+              kv_bytes: float | None = None) -> list[Op]:
+    """The ops one GPU runs in one forward step: ``seq`` is the prompt length at prefill, the
+    KV-cache length (context) at decode, where each of the ``batch`` sequences adds one token.
+    ``target``: the GPU the tiles are picked for (default: 132 SMs, 227 KiB of shared memory per
+    CTA). ``tp`` > 1 splits the model over that many GPUs (Megatron's tensor parallelism: QKV and
+    gate/up column-parallel, output and down projections row-parallel, each followed by an
+    all-reduce of the hidden states; the embedding and LM head split over the vocabulary).
+    ``weight_bytes`` / ``kv_bytes``: bytes per weight / KV-cache element (default the model's)."""
     tg = target or Target()
     if phase not in PHASES:
         raise ValueError(f"phase {phase!r}: allowed {', '.join(PHASES)}")
@@ -146,33 +181,59 @@ def model_ops(m: ModelSpec, phase: str, batch: int, seq: int, attention: str | N
         raise ValueError(f"attention {attention!r}: allowed {', '.join(ATTENTION)}")
     T = batch * seq if phase == "prefill" else batch
     L, dt, h = m.layers, m.dtype, m.hidden
-    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    heads, kv_heads, ffn = local_dims(m, tp)
+    q, kv = heads * m.head_dim, kv_heads * m.head_dim
     norm = m.norm
-    ffn_out = 2 * m.ffn if m.activation == "swiglu" else m.ffn
+    ffn_out = 2 * ffn if m.activation == "swiglu" else ffn
+    wb = weight_bytes or m.dtype_bytes
     ops = [_ew("embedding", T * h, 1, dt, "embedding gather", tg),
            _op("attn_norm", norm, L, rows=T, cols=h, dtype=dt),
-           _gemm("qkv_proj", L, T, q + 2 * kv, h, dt, tg)]
+           _qgemm("qkv_proj", L, T, q + 2 * kv, h, dt, tg, wb)]
     if m.rope:
         ops.append(_ew("rope", T * (q + kv), L, dt, "RoPE on Q and K", tg))
-    ops += [_attention(m, phase, attention, batch, seq, L, dt),
-            _gemm("o_proj", L, T, h, q, dt, tg),
+    local = m if tp == 1 else m.model_copy(update={"heads": heads, "kv_heads": kv_heads})
+    ops += [_attention(local, phase, attention, batch, seq, L, dt, kv_bytes),
+            _qgemm("o_proj", L, T, h, q, dt, tg, wb),
             _ew("residual_1", 1.5 * T * h, L, dt, "residual add", tg),
             _op("ffn_norm", norm, L, rows=T, cols=h, dtype=dt),
-            _gemm("up_proj" if m.activation == "gelu" else "gate_up_proj", L, T, ffn_out, h, dt, tg),
-            _ew(m.activation, (1.5 if m.activation == "swiglu" else 1.0) * T * m.ffn, L, dt, m.activation, tg),
-            _gemm("down_proj", L, T, h, m.ffn, dt, tg),
+            _qgemm("up_proj" if m.activation == "gelu" else "gate_up_proj", L, T, ffn_out, h, dt, tg, wb),
+            _ew(m.activation, (1.5 if m.activation == "swiglu" else 1.0) * T * ffn, L, dt, m.activation, tg),
+            _qgemm("down_proj", L, T, h, ffn, dt, tg, wb),
             _ew("residual_2", 1.5 * T * h, L, dt, "residual add", tg),
             _op("final_norm", norm, 1, rows=T, cols=h, dtype=dt),
             # at prefill the next token's logits come from each sequence's last position
-            _gemm("lm_head", 1, batch, m.vocab, h, dt, tg)]
+            _gemm("lm_head", 1, batch, _cdiv(m.vocab, tp), h, dt, tg)]
+    if tp > 1:
+        ops += collective_ops(m, T, batch, tp)
     return ops
 
 
-def memory_bytes(m: ModelSpec, phase: str, batch: int, seq: int) -> dict:
-    """HBM the step needs: weights, the KV cache, and at prefill one layer's live activations."""
-    kv_cache = batch * (seq + (1 if phase == "decode" else 0)) * m.kv_bytes_per_token()
+def collective_ops(m: ModelSpec, T: int, batch: int, tp: int) -> list[Op]:
+    """The collectives of one step on ``tp`` GPUs: an all-reduce of the hidden states after each
+    row-parallel projection (two per layer), one after the vocabulary-parallel embedding, and an
+    all-gather of the logits."""
+    act = T * m.hidden * m.dtype_bytes
+    return [_op("embedding_allreduce", "all_reduce", 1, "NCCL all-reduce", bytes=act, gpus=tp),
+            _op("attn_allreduce", "all_reduce", m.layers, "NCCL all-reduce", bytes=act, gpus=tp),
+            _op("mlp_allreduce", "all_reduce", m.layers, "NCCL all-reduce", bytes=act, gpus=tp),
+            _op("logits_allgather", "all_gather", 1, "NCCL all-gather", bytes=batch * m.vocab * m.dtype_bytes,
+                gpus=tp)]
+
+
+def memory_bytes(m: ModelSpec, phase: str, batch: int, seq: int, tp: int = 1, weight_bytes: float | None = None,
+                 kv_bytes: float | None = None) -> dict:
+    """HBM one GPU needs for the step: its weights, its KV cache, and at prefill one layer's live
+    activations. With ``weight_bytes`` the layers' projections are stored at that size (the
+    embedding, LM head and norms stay in the model's dtype)."""
+    heads, kv_heads, ffn = local_dims(m, tp)
+    es = m.dtype_bytes
+    wb, kb = weight_bytes or es, kv_bytes or es
+    q, kv = heads * m.head_dim, kv_heads * m.head_dim
+    proj = m.hidden * (q + 2 * kv) + q * m.hidden + (3 if m.activation == "swiglu" else 2) * m.hidden * ffn
+    emb = _cdiv(m.vocab, tp) * m.hidden * (1 if m.tied_embeddings else 2)
+    weights = m.layers * (proj * wb + 2 * m.hidden * es) + (emb + m.hidden) * es
+    kv_cache = batch * (seq + (1 if phase == "decode" else 0)) * 2 * m.layers * kv * kb
     T = batch * seq if phase == "prefill" else batch
-    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
-    ffn_out = 2 * m.ffn if m.activation == "swiglu" else m.ffn
-    act = T * (2 * m.hidden + q + 2 * kv + ffn_out + m.ffn) * m.dtype_bytes if phase == "prefill" else 0
-    return {"weights": m.weight_bytes(), "kv_cache": kv_cache, "activations": act}
+    ffn_out = 2 * ffn if m.activation == "swiglu" else ffn
+    act = T * (2 * m.hidden + q + 2 * kv + ffn_out + ffn) * es if phase == "prefill" else 0
+    return {"weights": weights, "kv_cache": kv_cache, "activations": act}
