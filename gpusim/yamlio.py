@@ -194,26 +194,35 @@ def storage_path(key: str) -> list:
     return parts
 
 
+def parse_value(raw: str, where: str):
+    """One command-line value (``--set``, ``--space``) parsed as YAML with the checks of ``loads``
+    (YAML 1.2 scalars, no tags, no alias bombs); every failure is one ``ScenarioError`` line
+    starting with ``where`` (e.g. ``--set 'M=[1'``: M)."""
+    try:
+        return loads(raw)
+    except yaml.constructor.ConstructorError:
+        raise ScenarioError(f"{where}: value {_short(raw)} carries a YAML tag (!!...); a value is a number, "
+                            f"a string, true/false or a [list] of them") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{where}: value {_short(raw)} is not valid YAML "
+                            f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
+    except InputError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+    except RecursionError:
+        raise ScenarioError(f"{where}: nested too deeply; a value is a number, "
+                            f"a string or a short list or mapping") from None
+
+
 def parse_assignment(a: str, src: str = "--set") -> tuple:
     """``KEY=VALUE`` -> (field path as a list, value parsed as YAML). The one parser of ``--set``."""
     if "=" not in a:
-        raise ScenarioError(f"{src} {a!r}: expected KEY=VALUE with a dotted field path, "
+        raise ScenarioError(f"{src} {_short(a)}: expected KEY=VALUE with a dotted field path, "
                             f"e.g. params.head_dim=128 or sweep.seq_len=[512,1024]")
     key, raw = a.split("=", 1)
     parts = key.strip().split(".")
     if not all(parts):
-        raise ScenarioError(f"{src} {a!r}: empty field path {key.strip()!r}; expected e.g. params.head_dim=128")
-    try:
-        val = loads(raw)
-    except yaml.YAMLError as e:
-        raise ScenarioError(f"{src} {a!r}: {key.strip()}: value {raw!r} is not valid YAML "
-                            f"({getattr(e, 'problem', None) or e}); quote strings, write lists as [a,b]") from None
-    except InputError as e:
-        raise ScenarioError(f"{src} {a!r}: {key.strip()}: {e}") from None
-    except RecursionError:
-        raise ScenarioError(f"{src} {_short(a)}: {key.strip()}: nested too deeply; a value is a number, "
-                            f"a string or a short list or mapping") from None
-    return storage_path(key), val
+        raise ScenarioError(f"{src} {_short(a)}: empty field path {key.strip()!r}; expected e.g. params.head_dim=128")
+    return storage_path(key), parse_value(raw, f"{src} {_short(a)}: {key.strip()}")
 
 
 def apply_set(data: dict, assignments: list, src: str = "--set") -> dict:

@@ -47,8 +47,7 @@ def _cmd_gpus(args):
 
 def _cmd_tune(args):
     """gpusim tune: rank a kernel's feasible tile / warp / stage configs by predicted time."""
-    import yaml
-
+    from ..yamlio import parse_value
     from ..tune import TuneError, count_configs, indistinguishable, overlap_note, rank, search_space
 
     def pairs(items, flag):
@@ -57,7 +56,7 @@ def _cmd_tune(args):
             key, eq, val = item.partition("=")
             if not eq or not key:
                 raise UsageError(f"tune {flag} {item!r}: expected NAME=VALUE")
-            out[key] = yaml.safe_load(val)
+            out[key] = parse_value(val, f"tune {flag} {item!r}")
         return out
     shape = pairs(args.set, "--set")
     space = {k: v if isinstance(v, list) else [v] for k, v in pairs(args.space, "--space").items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from .args import UsageError, parse_sets, positive_int
@@ -86,8 +87,7 @@ def _cmd_validate(args):
         if src is None:
             raise UsageError(f"validate --reanalyze {args.reanalyze}: no validation.json or validation.json.gz there "
                              f"(expected a directory written by gpusim validate, or its validation.json)")
-        if src.suffix != ".gz":         # the recorded data is compressed, and read by load_validation
-            _check_json(src)
+        _check_json(src)
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
     from ..hw.validate import main as validate_main
@@ -95,16 +95,48 @@ def _cmd_validate(args):
     return validate_main(args)
 
 
+MAX_VALIDATION_JSON_BYTES = 1 << 26   # a validation.json.gz unpacked: ~1.5 KB a point
+
+
+def _validation_text(path: Path) -> str:
+    """The text of a saved validation.json, or of a .json.gz unpacked to at most
+    MAX_VALIDATION_JSON_BYTES (a file cut short or not gzip at all is a UsageError)."""
+    import gzip
+    import io
+    import stat
+    import zlib
+
+    from ..yamlio import MAX_FILE_BYTES, read_at_most, read_text_bounded
+
+    if path.suffix != ".gz":
+        return read_text_bounded(path, "a validation.json", UsageError)
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise UsageError(f"{path}: not a regular file (a device, FIFO or socket); expected a validation.json.gz")
+    data = read_at_most(path, 16 * MAX_FILE_BYTES)
+    if len(data) > 16 * MAX_FILE_BYTES:
+        raise UsageError(f"{path}: more than {16 * MAX_FILE_BYTES:,} bytes; not a validation.json.gz written by "
+                         f"gpusim validate")
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            text = f.read(MAX_VALIDATION_JSON_BYTES + 1)
+    except (EOFError, OSError, zlib.error):
+        raise UsageError(f"{path}: not a complete gzip file (cut short or corrupt); "
+                         f"re-run gpusim validate or restore the file") from None
+    if len(text) > MAX_VALIDATION_JSON_BYTES:
+        raise UsageError(f"{path}: unpacks to more than {MAX_VALIDATION_JSON_BYTES:,} bytes; "
+                         f"not a validation.json.gz written by gpusim validate")
+    return text.decode("utf-8")
+
+
 def _check_json(path: Path) -> None:
-    """One line (UsageError) for a validation.json that is no regular file, too large, truncated or
-    nested absurdly deep, before the validation code reads it."""
+    """One line (UsageError) for a validation.json (or .json.gz) that is no regular file, too
+    large, truncated or nested absurdly deep, before the validation code reads it."""
     import json
 
     from ..sweep.errors import ScenarioError
-    from ..sweep.yamlio import read_text_bounded
 
     try:
-        data = json.loads(read_text_bounded(path, "a validation.json", UsageError))
+        data = json.loads(_validation_text(path))
     except (ScenarioError, OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     except RecursionError:

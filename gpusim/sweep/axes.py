@@ -7,6 +7,7 @@ import json
 import math
 
 from ..bounds import cross_problem
+from ..errors import short
 from ..kernels import KernelParamError
 from .errors import field_error
 from .gpus import with_overrides
@@ -58,6 +59,19 @@ def sweep_paths(sweep: dict) -> dict:
     for path, g in zip_groups((sweep or {}).get(ZIP_KEY)) or []:
         out.update({k: f"{path}.{k}" for k in g})
     return out
+
+
+def repeated_value(lists: list):
+    """(field, message) for the first value a sweep list repeats (a zip group: a row of values), or
+    None: the point would be simulated once and listed twice."""
+    for where, vals in lists:
+        seen = {}
+        for i, v in enumerate(vals):
+            j = seen.setdefault(repr(v), i)
+            if j != i:
+                what = f"the values {short(v)} are" if isinstance(v, tuple) else f"{short(v)} is"
+                return (f"{where}[{i}]", f"{what} listed twice (also {where}[{j}]); list each value once")
+    return None
 
 
 def sweep_count(sweep) -> int | None:

@@ -22,7 +22,8 @@ from ..hardware import ConfigError, GPUConfig
 from ..kernels import ALL_PARAM_NAMES, KERNELS, Kernel, KernelParamError, resolve_kernel
 from ..precheck import max_work_problem, read_max_work
 from ..bounds import PARAM_BOUNDS, bound_problem, cross_problem  # noqa: F401  (re-exported)
-from .axes import SHOW_EXPANSION, ZIP_KEY, sweep_count, zip_groups, expand, flat_sweep, sweep_axes, sweep_paths  # noqa: F401
+from .axes import (SHOW_EXPANSION, ZIP_KEY, expand, flat_sweep, repeated_value, sweep_axes,  # noqa: F401
+                   sweep_count, sweep_paths, zip_groups)
 from .kernel_files import is_file_kernel, kernel_ref, kernel_source_hash  # noqa: F401  (re-exported)
 from .messages import did_you_mean, expected_value, short, taking  # noqa: F401
 from .errors import RunError, ScenarioError, field_error  # noqa: F401  (re-exported: the errors of loading a scenario)
@@ -177,6 +178,10 @@ class ScenarioFile(BaseModel):
             if len({len(vals) for vals in g.values()}) > 1:
                 lens = ", ".join(f"{k} has {len(vals)}" for k, vals in g.items())
                 raise field_error(path, f"zipped lists must be equally long (the i-th values go together), but {lens}")
+        repeat = repeated_value([(f"sweep.{k}", vals) for k, vals in v.items() if k != ZIP_KEY]
+                                + [(path, list(zip(*g.values()))) for path, g in groups])
+        if repeat:
+            raise field_error(*repeat)
         where = {k: w for w, k, _ in flat}
         for i, g in enumerate(next((vals for _, k, vals in flat if k == "gpu"), [])):
             if not isinstance(g, str) or not g:
