@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from ...dsl import analysis
+from . import footprint
 from .stats import Counters
 from .steps import arithmetic
 
@@ -73,9 +76,21 @@ class SampledLaunch:
         if sampled:
             tail_n = S + (n % S)
             order = list(range(HEAD_WAVES * S)) + list(range(n - tail_n, n))
+            self.resident = footprint.resident_bytes(self.l2, self.addr, self.tensors)   # the L2 at the start
         self.max_trips = max(self._trips(self._pid(c)) for c in (order[:S] + order[-S:]))
         self.group = 1 if self.fidelity == "full" else max(1, math.ceil(self.max_trips / self.loop_steps))
         return order, sampled
+
+    def _first_touches(self, order, skipped):
+        """``skipped`` with DRAM reads no fewer than the data only the skipped CTAs touch, and DRAM
+        writes their stores' bytes (``footprint.skipped_traffic``: first touches come in bursts, at
+        the first CTA of each head or panel, which a window extrapolated per CTA misses or repeats)."""
+        n_head = HEAD_WAVES * self.slots
+        mid = np.arange(n_head, self.n_ctas - (len(order) - n_head), dtype=np.int64)
+        reads, writes = footprint.skipped_traffic(self.steps, self.grid, self.tensors, np.asarray(order, dtype=np.int64),
+                                                  mid, self.resident)
+        return replace(skipped, dram_read_bytes=max(skipped.dram_read_bytes, float(reads)),
+                       dram_write_bytes=skipped.dram_write_bytes if writes is None else float(writes))
 
     def _extrapolate(self, order, end, sim_work, counters):
         """(extra cycles, counter scale, counters with the skipped middle) of a sampled launch."""
@@ -104,6 +119,7 @@ class SampledLaunch:
         # however long it runs), so they scale per CTA
         skipped = replace(skipped, dram_read_bytes=(win_cta.dram_read_bytes + win_it.dram_read_bytes) * per_cta,
                           dram_write_bytes=(win_cta.dram_write_bytes + win_it.dram_write_bytes) * per_cta)
+        skipped = self._first_touches(order, skipped)
         # ... and can go no faster than the shared channels carry those bytes
         mem = self.mem
         hbm_cycles = (skipped.dram_read_bytes + skipped.dram_write_bytes * mem.hbm_write_rate_ratio) / mem.hbm.rate
