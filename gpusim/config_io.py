@@ -1,9 +1,13 @@
 """Reading GPU config files: a GPU by name (configs/NAME.yaml) or path, its YAML read through the
-bounded reader, and every failure as one ``ConfigError`` line naming the file and the field. The
-schema is ``hardware.GPUConfig``; ``hardware.load_gpu`` puts the two together."""
+bounded reader, and every failure as one ``ConfigError`` line naming the file and the field; the
+checks of what a file may hold beyond a field's type (no true/false for a number, an architecture
+the timing model has). The schema is ``hardware.GPUConfig``; ``hardware.load_gpu`` puts the two
+together."""
 from __future__ import annotations
 
 from pathlib import Path
+
+from pydantic_core import PydanticCustomError
 
 from . import yamlio
 
@@ -104,3 +108,50 @@ def validation_error(p: Path, e: Exception) -> ConfigError:
     if not loc:
         return ConfigError(f"{p}: {msg}")
     return ConfigError(f"{p}: field {loc}: {msg} (got {_short(err.get('input'))})")
+
+
+# The architectures whose mechanisms the timing model has (compute capability, major x 10 + minor):
+# Ampere and Ada (8.x: mma.sync, cp.async) and Hopper (9.0: wgmma). Another (Blackwell's 10.x with
+# tcgen05 and tensor memory, Volta/Turing without cp.async) is refused until it is modeled.
+MODELED_ARCHS = {80: "Ampere", 86: "Ampere", 87: "Ampere", 89: "Ada", 90: "Hopper"}
+_ARCH_MISSING = {10: "Blackwell (10.x) multiplies through tcgen05 and tensor memory, which the timing model lacks",
+                 12: "the tensor cores of Blackwell 12.x are not in the timing model",
+                 7: "Volta and Turing (7.x) have no cp.async, which the timing model's staging assumes"}
+
+
+def arch_problem(cc: int) -> str | None:
+    """Why compute capability ``cc`` is one the timing model does not model (naming what is
+    missing and what is modeled), or None."""
+    if cc in MODELED_ARCHS:
+        return None
+    missing = _ARCH_MISSING.get(cc // 10, f"compute capability {cc // 10}.{cc % 10} is no architecture the "
+                                          f"timing model has")
+    return f"not modeled: {missing}; the timing model has 80, 86, 87 (Ampere), 89 (Ada) and 90 (Hopper)"
+
+
+def _bool_in(v, where: str):
+    """(path, value) of the first true/false in ``v`` (a field's raw value, nested tables walked),
+    or None."""
+    if isinstance(v, bool):
+        return where, v
+    items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, (list, tuple)) else ()
+    for k, x in items:
+        found = _bool_in(x, f"{where}.{k}" if isinstance(v, dict) else f"{where}[{k}]")
+        if found:
+            return found
+    return None
+
+
+def refuse_booleans(model, data):
+    """``data`` (the raw input of pydantic ``model``) unless it has true/false in a numeric field
+    (pydantic would read it as 1 or 0): a ``PydanticCustomError`` naming the field."""
+    for k, v in (data.items() if isinstance(data, dict) else ()):
+        f = model.model_fields.get(k)
+        kind = repr(f.annotation) if f is not None else "bool"
+        if "bool" in kind or not ("int" in kind or "float" in kind):
+            continue                     # a flag, a text, or a nested model (which checks its own fields)
+        found = _bool_in(v, str(k))
+        if found:
+            raise PydanticCustomError("implausible", "{where} = {value}: a number goes here, not true/false",
+                                      {"where": found[0], "value": str(found[1]).lower()})
+    return data

@@ -15,7 +15,8 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
                       field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from .config_io import CONFIG_DIR, ConfigError, available_gpus, config_path, read_config, validation_error  # noqa: F401
+from .config_io import (CONFIG_DIR, MODELED_ARCHS, ConfigError, arch_problem, available_gpus, config_path,  # noqa: F401
+                        read_config, refuse_booleans, validation_error)
 from .plausible import PLAUSIBLE, plausibility_problem  # noqa: F401
 from .whatif import SM_WIDE_PEAKS, derived_overrides  # noqa: F401
 
@@ -57,6 +58,7 @@ class TileEfficiency(BaseModel):
     """Measured tensor-pipe efficiency of a ``dot`` of BLOCK_M x BLOCK_K by BLOCK_K x BLOCK_N per CTA."""
 
     model_config = ConfigDict(extra="forbid")
+    _no_booleans = model_validator(mode="before")(classmethod(refuse_booleans))
     m: PositiveInt
     n: PositiveInt
     k: PositiveInt
@@ -68,6 +70,7 @@ class Measurement(BaseModel):
     """Provenance of one calibrated number."""
 
     model_config = ConfigDict(extra="forbid")
+    _no_booleans = model_validator(mode="before")(classmethod(refuse_booleans))
     field: str
     value: float
     spread: float | None = None
@@ -77,7 +80,8 @@ class Measurement(BaseModel):
 class GPUConfig(BaseModel):
     """One GPU. Every number has a source in ``sources`` (field name -> citation or measurement)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # a field assigned after loading (cfg.sm_count = 0) is validated as one read from a file
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     name: str
     description: str = ""
@@ -228,6 +232,16 @@ class GPUConfig(BaseModel):
     nccl_nvls_latency_us: NonNegativeFloat = 0.0
     nccl_ramp_bytes: NonNegativeFloat = 0.0
     nccl_ramp_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+
+    _no_booleans = model_validator(mode="before")(classmethod(refuse_booleans))
+
+    @field_validator("compute_capability", mode="after")
+    @classmethod
+    def _modeled_arch(cls, v):
+        why = arch_problem(v) if v is not None else None
+        if why:
+            raise PydanticCustomError("implausible", "compute_capability = {value}: {why}", {"value": v, "why": why})
+        return v
 
     @field_validator(*PLAUSIBLE, mode="after")
     @classmethod

@@ -15,7 +15,7 @@ class ModelError(ValueError):
 
 
 class ModelSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)    # strict: layers: true is not 1 layer
     name: str
     hidden: int = Field(gt=0, description="hidden size d_model")
     heads: int = Field(gt=0, description="query heads")
