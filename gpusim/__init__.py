@@ -9,8 +9,9 @@ from .api import simulate, simulate_workload
 from .hardware import GPUConfig, available_gpus, load_gpu
 from .kernels import KERNELS, build
 from .models import simulate_model
+from .frontends import triton_kernel  # a @triton.jit function as a Kernel (docs/triton-kernels.md)
 from .result import KernelResult, Result
 
 __version__ = "0.1.0"
 __all__ = ["simulate", "simulate_workload", "GPUConfig", "available_gpus", "load_gpu", "KERNELS", "build",
-           "KernelResult", "Result", "sweep", "simulate_model", "__version__"]
+           "KernelResult", "Result", "sweep", "simulate_model", "triton_kernel", "__version__"]

@@ -93,7 +93,8 @@ def compiled(program: ir.Program, cfg: GPUConfig, grid=None, mode: str | None = 
             raise RuntimeError(f"{RESOURCES_ENV}=compiled but {why}; use {RESOURCES_ENV}=estimated")
         return None
     try:
-        return tc.compile_program(program, grid, arch)
+        own = program.meta.get("compile")      # a traced user kernel compiles its own source
+        return own(arch) if own is not None else tc.compile_program(program, grid, arch)
     except tc.CompileError:
         if m == "compiled":
             raise

@@ -274,12 +274,15 @@ def resolve_kernel(name, base_dir=None) -> Kernel:
         found = [k.name for k in kernels_in_module(module)]
         raise KernelParamError("kernel", f"{name!r}: {where} has no {attr!r}; its kernels: "
                                          f"{', '.join(found) or 'none (decorate a builder with @kernel)'}")
+    for adapt in KERNEL_ADAPTERS:   # e.g. a @triton.jit function (gpusim.frontends registers it)
+        obj = obj if isinstance(obj, Kernel) else adapt(obj) or obj
     if not isinstance(obj, Kernel):
         raise KernelParamError("kernel", f"{name!r}: {attr} is a {type(obj).__name__}, not a gpusim Kernel "
                                          f"(declare it with @gpusim.kernels.kernel(...))")
     return obj
 
 
+KERNEL_ADAPTERS: list = []      # obj -> Kernel or None, for kernels written for other tools (gpusim.frontends)
 _FILE_MODULES: dict = {}
 MAX_KERNEL_FILE_BYTES = 1 << 20
 
