@@ -86,7 +86,7 @@ def read_config(p: Path) -> dict:
         raise ConfigError(f"{p}: the file is empty; expected a GPU config mapping (see configs/h100.yaml)")
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping of GPU fields (see configs/h100.yaml), "
-                          f"got a {type(data).__name__}: {_short(data)}")
+                          f"got a {type(data).__name__} (is it a GPU config?)")
     return data
 
 

@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .args import UsageError, Parser, positive_float, positive_int
+from .args import UsageError, Parser, check_out, positive_float, positive_int
 from .gpu import add_gpu_commands
 
 
@@ -115,6 +115,7 @@ def _cmd_run(args):
             jobs, warning = runner.cap_jobs(args.jobs)
             if warning:
                 print(f"gpusim: warning: {warning}", file=sys.stderr)
+    check_out(args.out or Path("results") / Path(args.scenario).stem)
             df = model_scenario.run(args.scenario, Path(args.out or Path("results") / Path(args.scenario).stem),
                                     plots=not args.no_plots, overrides=args.set, jobs=jobs)
         except ValueError as e:

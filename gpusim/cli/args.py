@@ -3,6 +3,8 @@ and the small value parsers of the options."""
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -14,6 +16,23 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def check_out(out, flag: str = "--out") -> None:
+    """One line (UsageError) when the output directory ``out`` cannot be made or written, before any
+    work starts: it is a file, lies under a file, or its nearest existing folder is not writable.
+    Nothing is created here."""
+    p = Path(out)
+    if p.exists() or p.is_symlink():
+        if not p.is_dir():
+            raise UsageError(f"{flag} {out}: exists and is not a directory; name a directory (created if missing)")
+        where = p
+    else:
+        where = next((a for a in p.absolute().parents if a.exists()), Path("/"))
+        if not where.is_dir():
+            raise UsageError(f"{flag} {out}: {where} is a file, so no directory can be made under it")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {out}: cannot write in {where} (permission denied); choose another directory")
 
 
 def positive_int(text: str) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from .args import UsageError, parse_sets, positive_int
+from .args import UsageError, check_out, parse_sets, positive_int
 
 
 def _cmd_triton_source(args):
@@ -90,6 +90,8 @@ def _cmd_validate(args):
         _check_json(src)
     elif args.scenario and not args.out:
         raise UsageError("validate SCENARIO needs --out DIR (where validation.json and the report go)")
+    if args.out:
+        check_out(args.out)
     from ..hw.validate import main as validate_main
 
     return validate_main(args)

@@ -364,7 +364,7 @@ def load_scenario(path: str | Path, overrides: list | None = None, data: dict | 
         raise ScenarioError(f"{src}: the file is empty; expected a mapping with keys {', '.join(TOP_KEYS)}")
     if not isinstance(data, dict):
         raise ScenarioError(f"{src}: expected a mapping with keys {', '.join(TOP_KEYS)}, "
-                            f"got a {type(data).__name__}: {short(data)}")
+                            f"got a {type(data).__name__} (is it a scenario file?)")
     data = apply_set(data, overrides)
     try:
         model = ScenarioFile.model_validate(data, context={"base_dir": Path(src).parent,
