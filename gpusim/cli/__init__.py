@@ -191,9 +191,11 @@ def _run_locked(args, sc, out, executor, runner, run_table):
 def _cmd_schema(args):
     import json
 
+    from ..models.scenario import json_schema
     from ..sweep.scenario import ScenarioFile
 
-    print(json.dumps(ScenarioFile.model_json_schema(), indent=2, sort_keys=True))
+    # kernel scenarios and model scenarios: every file in scenarios/ validates against it
+    print(json.dumps(json_schema(ScenarioFile.model_json_schema()), indent=2, sort_keys=True))
     return 0
 
 
