@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .time_limit import TimeLimitError, time_limit
+
 DTYPES = ("fp16", "bf16", "fp32")
 PARAM_KINDS = (int, float, bool, str)
 
@@ -147,7 +149,8 @@ class Kernel:
         from ..dsl import ir
 
         p = self.resolve({**(params or {}), **kw})
-        wl = self.builder(dict(p))
+        with time_limit(f"kernel {self.name}: its builder"):
+            wl = self.builder(dict(p))
         if not isinstance(wl, ir.Workload):
             raise TypeError(f"kernel {self.name}: its builder returned {type(wl).__name__}, not an ir.Workload")
         ref = functools.partial(_call_reference, self.reference, p) if self.reference is not None else None
@@ -309,9 +312,12 @@ def load_kernel_file(path, base_dir=None):
     sys.modules[modname] = module       # lets pickle and dataclasses find the module
     sys.path.insert(0, str(p.parent))   # modules beside the kernel file import as from a script
     try:
-        spec.loader.exec_module(module)
+        with time_limit(f"importing the kernel file {path}"):
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:
         sys.modules.pop(modname, None)
+        if isinstance(e, TimeLimitError):
+            raise KernelParamError("kernel", str(e)) from None
         line = getattr(e, "lineno", None)
         if line is None:
             tb = e.__traceback__
