@@ -101,6 +101,5 @@ def _reference(fn, name, inputs: dict, p: dict) -> dict:
 
     s = launch_spec(fn, p)
     wl = _build(fn, name, p)
-    out = run_interpreter(fn, {n: tuple(t) for n, t in s.tensors.items()}, s.scalars, s.grid, inputs,
-                          s.num_warps, s.num_stages)
+    out = run_interpreter(fn, {n: tuple(t) for n, t in s.tensors.items()}, s.scalars, s.grid, inputs)
     return {n: out[n] for n in wl.outputs}

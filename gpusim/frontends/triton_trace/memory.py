@@ -42,6 +42,8 @@ class Ptr:
     def dtype(self):
         return PtrType(self.tensor.dtype)
 
+    type = dtype
+
     @property
     def shape(self):
         return self.off.shape if isinstance(self.off, AInt) else ()
@@ -167,7 +169,24 @@ def split(off: AInt, t: ir.TensorArg, what: str) -> Box:
     for k in range(len(shape)):
         q, c = divmod(c, strides[k]) if k < len(shape) - 1 else (c, 0)
         starts[k] = starts[k] + q
-    return Box(tuple(dims), tuple(norm(s) for s in starts))
+    return Box(tuple(dims), _carry(tuple(dims), starts, shape))
+
+
+def _carry(dims, starts, shape) -> tuple:
+    """Start indices of dimensions the tile does not move along, brought into range by carrying
+    whole multiples into the next outer dimension (the same addresses: ``pid * stride_h`` with
+    pid running over batch x heads indexes the batch dimension too)."""
+    sm = ctx().samples
+    starts = list(starts)
+    for k in range(len(shape) - 1, 0, -1):
+        if k in dims or isinstance(norm(starts[k]), int) and 0 <= norm(starts[k]) < shape[k]:
+            continue
+        if all(0 <= v < shape[k] for v in sm.values(norm(starts[k]))):
+            continue
+        q = as_lin(starts[k]) // shape[k]
+        starts[k - 1] = starts[k - 1] + q
+        starts[k] = starts[k] - q * shape[k]
+    return tuple(norm(s) for s in starts)
 
 
 def _aligned(c: AInt, rank: int) -> AInt:
@@ -180,6 +199,8 @@ def _implied(conj, box: Box, t: ir.TensorArg, rank: int) -> bool:
     sm = ctx().samples
     for c in conj:
         c = _aligned(c, rank)
+        if all(v + c.span()[1] < 0 for v in sm.values(c.base)):
+            continue                                    # true on the whole tile: no mask at all
         moving = [i for i, x in enumerate(c.coefs) if x]
         if len(moving) != 1 or abs(c.coefs[moving[0]]) != 1 or box.dims[moving[0]] is None:
             return False

@@ -111,6 +111,12 @@ class TTile(Tile):
         d = dtype_name(dtype)
         return self if d == self.dtype else wrap(dsl.cast(self, d))
 
+    cast = to
+
+    def __bool__(self):
+        raise unsupported("a Python `if`, `while`, `and`, `or` or `not` on a tile value (control flow that "
+                          "depends on loaded data)")
+
     @property
     def T(self):   # noqa: N802 -- tl.tensor's name
         return wrap(dsl.trans(self))

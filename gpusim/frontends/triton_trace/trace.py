@@ -11,6 +11,7 @@ import ast
 import builtins
 import inspect
 import os
+import re
 import textwrap
 import types
 
@@ -125,14 +126,11 @@ def traced_function(fn, cache: dict):
 
 
 def _resite(e: BaseException) -> TritonTraceError:
+    """One line naming the kernel's file and line, whatever raised (the DSL names its caller)."""
     msg = str(e)
-    head, sep, rest = msg.partition(": ")
-    if sep and ".py:" in head and "gpusim" in head.replace(os.sep, "/").split("/"):
-        msg = rest
-    if isinstance(e, TritonTraceError) and not sep:
-        return e
-    if isinstance(e, TritonTraceError) and ".py:" in head and "gpusim" not in head:
-        return e
+    m = re.match(r"^\S+\.py:\d+: ", msg)
+    if m:
+        msg = msg[m.end():]
     what = msg if isinstance(e, TraceError) else f"{type(e).__name__}: {msg}"
     return TritonTraceError(f"{kernel_site(e.__traceback__)}: {what}")
 
