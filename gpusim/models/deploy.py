@@ -32,7 +32,7 @@ def problem(sc) -> str | None:
         for where, v in [(name, getattr(sc, name))] + [(f"sweep.{name}[{i}]", x)
                                                          for i, x in enumerate(sc.sweep.get(name, []))]:
             if v is not None and (isinstance(v, bool) or v not in allowed):
-                return f"{where!r}: {str(v)[:40]!r}; allowed {', '.join(map(str, allowed))}"
+                return f"{where!r}: {str(v)[:40]}; allowed {', '.join(map(str, allowed))}"
     if sc.phase == "serve" and sc.context is None and "context" not in sc.sweep:
         return "'context': phase serve needs the context its decode steps read (and seq_len, the prompt: default context)"
     return None
