@@ -62,25 +62,74 @@ def search_space(kernel, space: dict | None = None) -> dict:
     return out
 
 
-def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | None = None, jobs: int = 1):
-    """Every config of ``search_space`` at ``shape``, simulated: a DataFrame of the feasible ones,
+def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | None = None, jobs: int | None = 1,
+         out=None, margin: float = 0.05, prune: bool = True, progress: bool | None = False):
+    """The configs of ``search_space`` at ``shape``: a DataFrame of the simulated feasible ones,
     fastest first (a ``rank`` column from 1), with their parameters, ``time_us`` and its 90% interval
-    (``time_us_lo``, ``time_us_hi``), ``overlaps_best`` (see ``overlaps_best``), ``tflops`` and
-    ``bound``; ``.attrs["infeasible"]`` counts the configs that cannot run."""
-    from . import sweep
+    (``time_us_lo``, ``time_us_hi``), ``overlaps_best`` (see ``overlaps_best``), ``tflops``, ``bound``
+    and ``lower_bound_us`` (``lower_bound.py``).
+
+    Configs whose lower bound exceeds the best simulated time by more than ``margin`` are pruned
+    unsimulated (``prune=False`` simulates all): the best config and every one within ``margin`` of
+    it are always in the ranking (``tune_search.py``). ``jobs``: processes (None: every core).
+    ``out``: a directory where each simulated config is saved as it finishes and served on a re-run.
+    ``.attrs``: ``infeasible``, ``pruned``, ``errors``, ``simulated``, ``cached`` (counts),
+    ``others`` (a DataFrame of the configs not ranked: status pruned, infeasible or error, their
+    ``reason`` and ``lower_bound_us``) and ``space``."""
+    import pandas as pd
+
     from .kernels import resolve_kernel
+    from .sweep.runner import cap_jobs, collect, result_columns
+    from .sweep.scenario import load_scenario
+    from .tune_search import bounds_of, search
+    from .tune_store import TuneStore
 
     k = resolve_kernel(kernel)
     sp = search_space(k, space)
     shape = {n: v for n, v in (shape or {}).items() if n not in sp}
-    df = sweep(kernel, gpu=gpu, jobs=jobs, check=False, **shape, **{n: list(v) for n, v in sp.items()})
+    data = {"kernel": kernel if isinstance(kernel, str) else k.name, "gpu": gpu, "check": False, "fidelity": "fast",
+            "params": shape, "sweep": {n: list(v) for n, v in sp.items()}}
+    sc = load_scenario("gpusim tune", data=data)
+    bounds, infeasible, errors = bounds_of(sc.points, _builder(k))
+    jobs, _ = cap_jobs(jobs)
+    res = search(sc.points, bounds, TuneStore(out), jobs=jobs, margin=margin, prune=prune, progress=progress)
+    rows = {**res.rows, **errors}
+    records = {i: {"row": r, "kernels": []} for i, r in rows.items()}
+    table, _ = collect(sc, records, list(range(len(sc.points))))
+    df = pd.DataFrame(table, columns=result_columns(sc))
+    df["lower_bound_us"] = [bounds.get(i, float("nan")) for i in sorted(rows)]
     ok = df[df.status == "ok"].sort_values("time_us", kind="stable").reset_index(drop=True)
     ok.insert(0, "rank", range(1, len(ok) + 1))
     ok["overlaps_best"] = overlaps_best(ok)
-    ok.attrs["infeasible"] = int((df.status == "infeasible").sum())
-    ok.attrs["errors"] = int((df.status == "error").sum())
-    ok.attrs["space"] = sp
+    others = _others(sc, sp, df, infeasible, res.pruned, bounds)
+    ok.attrs.update(infeasible=int((others.status == "infeasible").sum()), pruned=len(res.pruned),
+                    errors=int((others.status != "infeasible").sum() - len(res.pruned)),
+                    simulated=len(res.rows) - res.cached, cached=res.cached, others=others, space=sp)
     return ok
+
+
+def _builder(k):
+    """(workload, GPU config) of a point of kernel ``k``; ValueError when it cannot be built."""
+    def build(pt):
+        return k.build(k.resolve(pt.params)), pt.config
+    return build
+
+
+def _others(sc, sp: dict, df, infeasible: dict, pruned: list, bounds: dict):
+    """The configs not ranked, one row each: their tunable parameters, status, reason, lower bound."""
+    import pandas as pd
+
+    rows = []
+    for i in pruned:
+        rows.append({**{n: sc.points[i].params[n] for n in sp}, "status": "pruned", "lower_bound_us": bounds[i],
+                     "reason": "its lower bound exceeds the best time by more than the margin"})
+    for i, why in infeasible.items():
+        rows.append({**{n: sc.points[i].params[n] for n in sp}, "status": "infeasible", "reason": why})
+    for r in df[df.status != "ok"].itertuples(index=False):
+        r = r._asdict()
+        rows.append({**{n: r[n] for n in sp}, "status": r["status"], "reason": r["reason"],
+                     "lower_bound_us": r.get("lower_bound_us")})
+    return pd.DataFrame(rows, columns=[*sp, "status", "reason", "lower_bound_us"])
 
 
 def indistinguishable(ranking, tol_pct: float = 5.0) -> int:
@@ -164,3 +213,66 @@ def prune_configs(kernel, shape: dict, gpu: str = "h100", top_k: int = 3):
 
 def count_configs(space: dict) -> int:
     return math.prod(len(v) for v in space.values())
+
+
+CSV_COLUMNS = ("time_us", "time_us_lo", "time_us_hi", "overlaps_best", "tflops", "bound", "lower_bound_us", "status",
+               "reason")
+
+
+def write_csv(ranking, out) -> str:
+    """``OUT/tune.csv``: the ranking, then the configs not ranked (pruned, infeasible, errors) with
+    their status, reason and lower bound; returns its path."""
+    import os
+
+    import pandas as pd
+
+    sp = list(ranking.attrs.get("space", {}))
+    cols = ["rank", *sp, *CSV_COLUMNS]
+    others = ranking.attrs.get("others")
+    parts = [ranking.reindex(columns=cols)]
+    if others is not None and len(others):
+        parts.append(others.reindex(columns=cols))
+    path = os.path.join(out, "tune.csv")
+    pd.concat(parts, ignore_index=True).to_csv(path, index=False)
+    return path
+
+
+def report_lines(ranking, margin: float = 0.05) -> list:
+    """The lines ``gpusim tune`` prints under its table: what was simulated, pruned and infeasible,
+    how many configs the best is indistinguishable from, and why configs could not run."""
+    a = ranking.attrs
+    saved = f" ({a['cached']} saved from an earlier run)" if a.get("cached") else ""
+    lines = [f"{len(ranking)} configs ranked{saved}; {a.get('pruned', 0)} pruned, never simulated: their lower bound "
+             f"is more than {margin:.0%} above the best time (docs/tune.md); {a.get('infeasible', 0)} infeasible; "
+             f"{a.get('errors', 0)} errors."]
+    n = indistinguishable(ranking, margin * 100)
+    if len(ranking):
+        lines.append(f"The top {n} are within {margin:.0%} of each other: indistinguishable at the model's accuracy; "
+                     f"benchmark them." if n > 1 else f"The best is more than {margin:.0%} ahead of the next.")
+    if overlap_note(ranking):
+        lines.append(overlap_note(ranking))
+    return lines + reason_lines(a.get("others"), list(a.get("space", {})))
+
+
+def reason_lines(others, names: list, examples: int = 4) -> list:
+    """One line per kind of reason the infeasible and failed configs give (numbers aside), with its
+    count and one config's full reason."""
+    import re
+
+    if others is None or not len(others):
+        return []
+    bad = others[others.status.isin(["infeasible", "error", "unphysical"])]
+    groups: dict = {}
+    for r in bad.itertuples(index=False):
+        r = r._asdict()
+        why = str(r["reason"])
+        kind = re.sub(r"\d[\d,.]*", "#", why.split(" (")[0].split(";")[0])
+        groups.setdefault((r["status"], kind), []).append((r, why))
+    out = []
+    for (status, _), items in sorted(groups.items(), key=lambda g: -len(g[1]))[:examples]:
+        r, why = items[0]
+        cfg = " ".join(f"{n}={r[n]}" for n in names)
+        out.append(f"  {len(items)} {status}, e.g. {cfg}: {why[:200]}")
+    if len(groups) > examples:
+        out.append(f"  ... and {len(groups) - examples} other kinds of reason")
+    return [f"Configs that cannot run ({len(bad)}; each with its reason in tune.csv with --out):"] + out if out else []

@@ -44,7 +44,8 @@ def test_overlaps_best_marks_intervals_that_meet_the_best():
 
 
 def test_cli_ranking_shows_the_overlap(capsys):
-    assert main(["tune", "elementwise_fused", "--set", "n=65536", "--space", "BLOCK=[128,4096]", "num_warps=[4]"]) == 0
+    assert main(["tune", "elementwise_fused", "--set", "n=65536", "--space", "BLOCK=[128,4096]", "num_warps=[4]",
+                 "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["rank", "BLOCK", "num_warps", "time_us", "time_us_lo", "time_us_hi",
                                            "overlaps_best", "tflops", "bound"]
@@ -77,9 +78,196 @@ def test_cli_bad_space_exits_2(capsys):
 def test_cli_prints_and_saves_each_configs_interval(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUSIM_RESOURCES", "estimated")     # no compile: a quick test
     assert main(["tune", "softmax", "--gpu", "h200", "--set", "rows=64", "cols=1024",
-                 "--space", "num_warps=[4,8]", "BLOCK=[0]", "--out", str(tmp_path)]) == 0
+                 "--space", "num_warps=[4,8]", "BLOCK=[0]", "--jobs", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "time_us_lo" in out.splitlines()[0] and "time_us_hi" in out.splitlines()[0]
     import pandas as pd
     df = pd.read_csv(tmp_path / "tune.csv")
-    assert ((df.time_us_lo < df.time_us) & (df.time_us < df.time_us_hi)).all()
+    df = df[df.status == "ok"]
+    assert len(df) and ((df.time_us_lo < df.time_us) & (df.time_us < df.time_us_hi)).all()
+
+
+# ---------------------------------------------------------------- the lower bound and the pruned search
+import random  # noqa: E402
+
+from gpusim.api import simulate_workload  # noqa: E402
+from gpusim.hardware import load_gpu  # noqa: E402
+from gpusim.kernels import resolve_kernel  # noqa: E402
+from gpusim.lower_bound import lower_bound  # noqa: E402
+from gpusim.sweep.errors import RunError  # noqa: E402
+from gpusim.tune_search import search  # noqa: E402
+from gpusim.tune_store import FILE, TuneStore  # noqa: E402
+
+# shapes a user tunes, small enough to simulate in a test (the slow test draws larger ones)
+SHAPES = {
+    "matmul": [dict(M=512, N=512, K=512), dict(M=2048, N=1024, K=4096, dtype="bf16"), dict(M=1000, N=768, K=512)],
+    "attention_flash": [dict(batch=1, heads=4, seq_len=1024, head_dim=64),
+                        dict(batch=2, heads=8, seq_len=2048, head_dim=128, causal=True)],
+    "softmax": [dict(rows=256, cols=4096)], "layernorm": [dict(rows=512, cols=2048)],
+    "rmsnorm": [dict(rows=1024, cols=4096)], "elementwise_fused": [dict(n=1 << 20)],
+    "gemv_splitk": [dict(M=8, N=4096, K=4096)], "attention_decode": [dict(batch=4, heads=32, kv_len=4096)],
+}
+
+
+def _sample(n: int, seed: int, gpus=("h100", "h200", "a100")) -> list:
+    """``n`` random (kernel, gpu, params) points: a shape of ``SHAPES`` and random tunables."""
+    from gpusim.tune import search_space
+
+    rng, out = random.Random(seed), []
+    names = sorted(SHAPES)
+    while len(out) < n:
+        name = names[len(out) % len(names)]
+        sp = search_space(name)
+        params = {**rng.choice(SHAPES[name]), **{p: rng.choice(v) for p, v in sp.items()}}
+        out.append((name, rng.choice(gpus), params))
+    return out
+
+
+def _bound_and_time(name, gpu, params):
+    k, cfg = resolve_kernel(name), load_gpu(gpu)
+    try:
+        wl = k.build(k.resolve(params))
+    except ValueError:
+        return None
+    b, r = lower_bound(wl, cfg), simulate_workload(wl, cfg, check=False)
+    return b, r
+
+
+def _check_bound(points):
+    checked = 0
+    for name, gpu, params in points:
+        got = _bound_and_time(name, gpu, params)
+        if got is None:
+            continue
+        b, r = got
+        if b.infeasible:       # the bound's infeasible reason is the simulation's, word for word
+            assert r.status == "infeasible" and r.reason == b.infeasible, (name, gpu, params)
+        elif r.status == "ok":
+            assert b.time_us <= r.time_us, (name, gpu, params, b, r.time_us)
+            checked += 1
+    return checked
+
+
+def test_lower_bound_is_below_the_simulated_time():
+    pts = [("matmul", "h200", dict(M=256, N=256, K=512, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4,
+                                   num_stages=3)),
+           ("softmax", "a100", dict(rows=256, cols=4096, BLOCK=1024, num_warps=4)),
+           ("matmul", "h100", dict(M=512, N=512, K=512, BLOCK_M=256, BLOCK_N=256, BLOCK_K=256, num_warps=8,
+                                   num_stages=4))]
+    assert _check_bound(pts) == 2
+    b, _ = _bound_and_time(*pts[2])
+    assert "KiB of SRAM per CTA" in b.infeasible
+
+
+@pytest.mark.slow
+def test_lower_bound_holds_on_a_random_sample():
+    """The bound the search prunes with is below the simulated time on random configs of every
+    kernel family and GPU (a config it wrongly pruned could have been the best)."""
+    assert _check_bound(_sample(64, seed=1)) >= 40
+
+
+class _FakeStore:
+    def __init__(self, saved=None):
+        self.saved, self.rows = [], dict(saved or {})
+
+    def load(self, points):
+        return dict(self.rows)
+
+    def save(self, point, row):
+        self.saved.append(point)
+
+
+TIMES = [10.0, 12.0, 30.0, 9.3, 50.0, 9.0]
+BOUNDS = {0: 8.0, 1: 9.6, 2: 20.0, 3: 9.2, 4: 40.0, 5: 8.5}
+
+
+def _fake_run(i):
+    return {"status": "ok", "time_us": TIMES[i]}, [], None
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_search_prunes_only_what_cannot_come_near_the_best(jobs):
+    res = search(list(range(6)), BOUNDS, _FakeStore(), jobs=jobs, margin=0.05, fn=_fake_run)
+    best = min(r["time_us"] for r in res.rows.values())
+    assert best == min(TIMES) and len(res.rows) + len(res.pruned) == 6
+    # every config whose bound is within 5% of the best is simulated; every pruned one is beyond
+    assert all(i in res.rows for i, b in BOUNDS.items() if b <= best * 1.05)
+    assert all(BOUNDS[i] > best * 1.05 for i in res.pruned) and {2, 4} <= set(res.pruned)
+    if jobs == 1:       # in bound order: 0 and 5 set the best (9.0), 3 is within 5%, 1 is not
+        assert sorted(res.rows) == [0, 3, 5] and sorted(res.pruned) == [1, 2, 4]
+    every = search(list(range(6)), BOUNDS, _FakeStore(), prune=False, fn=_fake_run)
+    assert sorted(every.rows) == list(range(6)) and every.pruned == []
+
+
+def _boom_after(n, times):
+    calls = []
+
+    def run(pt):
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        calls.append(pt)
+        return {"status": "ok", "time_us": times[pt]}, [], None
+    return run, calls
+
+
+class _Pt:
+    """A stand-in for sweep.point.Point: a key and a point dict."""
+
+    def __init__(self, i):
+        self.i = i
+
+    def key(self):
+        return f"k{self.i}"
+
+
+def test_interrupted_search_resumes_from_the_store(tmp_path, monkeypatch):
+    monkeypatch.setattr("gpusim.tune_store.point_dict", lambda pt: {"i": pt.i})
+    pts = [_Pt(i) for i in range(5)]
+    times = {p: 10.0 + p.i for p in pts}
+    bounds = {i: 1.0 for i in range(5)}
+    run, calls = _boom_after(2, times)
+    with pytest.raises(KeyboardInterrupt):
+        search(pts, bounds, TuneStore(tmp_path), fn=run)
+    assert len(calls) == 2 and len((tmp_path / FILE).read_text().splitlines()) == 2
+    with open(tmp_path / FILE, "a") as f:
+        f.write('{"key": "k4", "cut short')             # a line a kill left half-written
+    run2, calls2 = _boom_after(99, times)
+    res = search(pts, bounds, TuneStore(tmp_path), fn=run2)
+    assert res.cached == 2 and len(calls2) == 3 and {c.i for c in calls + calls2} == set(range(5))
+    assert {i: r["time_us"] for i, r in res.rows.items()} == {i: 10.0 + i for i in range(5)}
+    assert TuneStore(tmp_path).load(pts).keys() == set(range(5))   # the cut line did not spoil the next
+
+
+def _die(pt):
+    import os
+    os._exit(3)
+
+
+def test_a_dead_worker_stops_the_search_with_a_clear_error():
+    with pytest.raises(RunError, match="worker process died"):
+        search([0, 1], {0: 1.0, 1: 2.0}, _FakeStore(), jobs=2, fn=_die)
+
+
+def test_cli_lists_infeasible_configs_with_their_reason(tmp_path, capsys):
+    assert main(["tune", "matmul", "--set", "M=256", "N=256", "K=256", "--space", "BLOCK_M=[64,256]",
+                 "BLOCK_N=[64]", "BLOCK_K=[64,256]", "num_warps=[4]", "num_stages=[2,4]", "--jobs", "1",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "infeasible" in out and "KiB of SRAM per CTA" in out
+    df = pd.read_csv(tmp_path / "tune.csv")
+    bad = df[df.status == "infeasible"]
+    assert len(bad) >= 1 and bad.reason.str.contains("SRAM per CTA").all()
+    assert (df[df.status == "ok"].lower_bound_us <= df[df.status == "ok"].time_us).all()
+    assert (tmp_path / FILE).exists()
+    assert main(["tune", "matmul", "--set", "M=256", "N=256", "K=256", "--space", "BLOCK_M=[64,256]",
+                 "BLOCK_N=[64]", "BLOCK_K=[64,256]", "num_warps=[4]", "num_stages=[2,4]", "--jobs", "1",
+                 "--out", str(tmp_path)]) == 0
+    assert "saved from an earlier run" in capsys.readouterr().out
+
+
+def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    f = tmp_path / "taken"
+    f.write_text("x")
+    monkeypatch.setattr("gpusim.tune.rank", lambda *a, **k: pytest.fail("simulated before checking --out"))
+    assert main(["tune", "matmul", "--out", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err

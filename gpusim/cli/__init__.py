@@ -48,7 +48,9 @@ def _cmd_gpus(args):
 def _cmd_tune(args):
     """gpusim tune: rank a kernel's feasible tile / warp / stage configs by predicted time."""
     from ..yamlio import parse_value
-    from ..tune import TuneError, count_configs, indistinguishable, overlap_note, rank, search_space
+    from ..sweep.outlock import OutLock
+    from ..sweep.runner import cap_jobs
+    from ..tune import TuneError, count_configs, rank, report_lines, search_space, write_csv
 
     def pairs(items, flag):
         out = {}
@@ -60,31 +62,34 @@ def _cmd_tune(args):
         return out
     shape = pairs(args.set, "--set")
     space = {k: v if isinstance(v, list) else [v] for k, v in pairs(args.space, "--space").items()}
+    if args.out and os.path.lexists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"tune --out {_printable(args.out)}: exists and is not a directory; name a directory")
+    jobs, warning = cap_jobs(args.jobs)
+    if warning:
+        print(f"gpusim: warning: {warning}", file=sys.stderr)
     try:
         sp = search_space(args.kernel, space)
         print(f"gpusim tune {args.kernel} on {args.gpu}: {count_configs(sp)} configs of "
-              + ", ".join(f"{n} {list(v)}" for n, v in sp.items()), file=sys.stderr)
-        ranking = rank(args.kernel, args.gpu, shape, space, jobs=args.jobs)
+              + ", ".join(f"{n} {list(v)}" for n, v in sp.items()) + f"; {jobs} process(es)"
+              + ("" if args.out else "; nothing is saved without --out"), file=sys.stderr)
+        kw = dict(jobs=jobs, prune=not args.no_prune, progress=None)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with OutLock(args.out):
+                ranking = rank(args.kernel, args.gpu, shape, space, out=args.out, **kw)
+        else:
+            ranking = rank(args.kernel, args.gpu, shape, space, **kw)
     except TuneError as e:
         raise UsageError(f"tune --space: {e}") from None
-    if ranking.empty:
-        print(f"no feasible config ({ranking.attrs['infeasible']} infeasible, {ranking.attrs['errors']} errors)")
-        return 1
-    cols = ["rank", *sp, "time_us", "time_us_lo", "time_us_hi", "overlaps_best", "tflops", "bound"]
-    shown = [c for c in cols if not (c == "overlaps_best" and ranking[c].isna().all())]
-    print(ranking[shown].head(args.top).to_string(index=False))
-    n = indistinguishable(ranking, 5.0)
-    print(f"{len(ranking)} feasible, {ranking.attrs['infeasible']} infeasible. "
-          + (f"The top {n} are within 5% of each other: indistinguishable at the model's accuracy; benchmark them."
-             if n > 1 else "The best is more than 5% ahead of the next."))
-    if overlap_note(ranking):
-        print(overlap_note(ranking))
+    if not ranking.empty:
+        cols = ["rank", *sp, "time_us", "time_us_lo", "time_us_hi", "overlaps_best", "tflops", "bound"]
+        shown = [c for c in cols if not (c == "overlaps_best" and ranking[c].isna().all())]
+        print(ranking[shown].head(args.top).to_string(index=False))
+    for line in report_lines(ranking):
+        print(line)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "tune.csv")
-        ranking[cols].to_csv(path, index=False)
-        print(f"wrote {path}")
-    return 0
+        print(f"wrote {write_csv(ranking, args.out)}")
+    return 0 if not ranking.empty else 1
 
 
 def _cmd_kernels(args):
@@ -243,16 +248,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-plots", action="store_true", help="skip plots")
     r.set_defaults(fn=_cmd_run)
     tu = sub.add_parser("tune", help="rank a kernel's tile / warp / stage configs by predicted time",
-                        description="Simulate every feasible config of KERNEL's BLOCK*, num_warps and num_stages "
-                                    "parameters at one shape and print the fastest; --out saves the full ranking.")
+                        description="Rank the configs of KERNEL's BLOCK*, num_warps and num_stages parameters at one "
+                                    "shape by simulated time and print the fastest. Configs are simulated in the "
+                                    "order of a cheap lower bound of their time; those that cannot come within 5%% "
+                                    "of the best are pruned unsimulated. --out saves each simulated config as it "
+                                    "finishes (a re-run resumes) and the full ranking.")
     tu.add_argument("kernel", help="a built-in kernel, file.py:name or module:name")
     tu.add_argument("--gpu", default="h100", help="GPU config name or YAML (default h100)")
     tu.add_argument("--set", action="append", nargs="+", metavar="NAME=VALUE", help="shape parameter, e.g. M=4096")
     tu.add_argument("--space", action="append", nargs="+", metavar="NAME=[V,...]",
                     help="values to try for a tunable, e.g. BLOCK_M=[64,128] (default: the spec's choices)")
     tu.add_argument("--top", type=positive_int, default=5, help="configs to print (default 5)")
-    tu.add_argument("--jobs", type=positive_int, default=1, help="parallel processes (default 1)")
-    tu.add_argument("--out", help="directory for tune.csv, the full ranking")
+    tu.add_argument("--jobs", type=positive_int, default=None,
+                    help="parallel processes (default and most: all cores; 1 runs the configs in this process)")
+    tu.add_argument("--out", help="directory for tune.csv (the full ranking) and tune_points.jsonl (each simulated "
+                                  "config, saved as it finishes: a re-run resumes)")
+    tu.add_argument("--no-prune", action="store_true", help="simulate every feasible config (default: skip those "
+                    "whose lower bound is more than 5%% above the best time; docs/tune.md)")
     tu.set_defaults(fn=_cmd_tune)
     sub.add_parser("schema", help="print the JSON Schema of scenario files").set_defaults(fn=_cmd_schema)
     add_gpu_commands(sub)

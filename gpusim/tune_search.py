@@ -1,0 +1,145 @@
+"""The search behind ``gpusim tune``: every config bounded, the promising ones simulated, the rest pruned.
+
+Each config's lower bound (``lower_bound.py``: no compiler, no simulation, about a millisecond)
+either says it cannot run (shared memory, warps, Triton's tile rules: listed with the reason, never
+simulated) or bounds its simulated time from below. Configs are simulated in the order of their
+bounds, on ``jobs`` processes; a config is pruned, never simulated, when its bound exceeds the best
+simulated time so far by more than ``margin``. Since no config is faster than its bound, a pruned
+config is more than ``margin`` slower than the best: the best config and every config within
+``margin`` of it are always simulated, so the ranking's head is that of simulating every config.
+
+Each simulated config is saved as it finishes (``tune_store.py``) and served on a re-run.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass, field
+
+from .lower_bound import lower_bound
+from .sweep.errors import RunError
+from .sweep.point import run_point
+from .sweep.progress import Progress
+
+
+@dataclass
+class Outcome:
+    """What the search did with each config (by index into the points)."""
+
+    rows: dict = field(default_factory=dict)         # simulated (or saved): the results.csv row
+    bounds: dict = field(default_factory=dict)       # lower bound in us of each feasible config
+    infeasible: dict = field(default_factory=dict)   # reason, found by the bound (never simulated)
+    pruned: list = field(default_factory=list)       # indices never simulated: bound > best x (1 + margin)
+    cached: int = 0                                  # rows served from the store
+
+
+def bounds_of(points: list, build) -> tuple:
+    """({i: bound us}, {i: infeasible reason}, {i: error row}) of ``points``; ``build(pt)``
+    returns (workload, config) or raises ValueError for a point that cannot be built."""
+    bounds, infeasible, errors = {}, {}, {}
+    for i, pt in enumerate(points):
+        try:
+            wl, cfg = build(pt)
+        except ValueError as e:
+            errors[i] = {"status": "error", "reason": str(e).splitlines()[0] if str(e) else type(e).__name__}
+            continue
+        b = lower_bound(wl, cfg)
+        if b.infeasible:
+            infeasible[i] = b.infeasible
+        else:
+            bounds[i] = b.time_us
+    return bounds, infeasible, errors
+
+
+def best_time(rows: dict) -> float:
+    times = [r.get("time_us") for r in rows.values() if r.get("status") == "ok"]
+    times = [t for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
+    return min(times) if times else float("inf")
+
+
+def search(points: list, bounds: dict, store, jobs: int = 1, margin: float = 0.05, prune: bool = True,
+           progress: bool | None = None, fn=run_point) -> Outcome:
+    """Simulate the configs of ``bounds`` (index -> lower bound) in bound order, pruning those that
+    cannot come within ``margin`` of the best; ``store`` serves and saves rows."""
+    out = Outcome(bounds=dict(bounds))
+    out.rows = {i: r for i, r in store.load(points).items() if i in bounds}
+    out.cached = len(out.rows)
+    order = sorted((i for i in bounds if i not in out.rows), key=lambda i: (bounds[i], i))
+    bar = Progress(len(order), progress, cached=out.cached, what=" tune")
+
+    def done(i, res):
+        out.rows[i] = res[0]
+        if not res[0].get("lost"):
+            store.save(points[i], res[0])
+        bar.update()
+
+    def keep(i) -> bool:
+        return not prune or bounds[i] <= best_time(out.rows) * (1 + margin)
+
+    try:
+        rest = _run_serial(points, order, keep, done, fn) if jobs <= 1 else _run_pool(points, order, keep, done, jobs, fn)
+    finally:
+        bar.close()
+    out.pruned = rest
+    return out
+
+
+def _run_serial(points, order, keep, done, fn) -> list:
+    for n, i in enumerate(order):
+        if not keep(i):
+            return order[n:]
+        done(i, fn(points[i]))
+    return []
+
+
+def _worker_init():
+    """Workers ignore Ctrl-C (this process stops them) and die with it (Linux)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+
+
+def _run_pool(points, order, keep, done, jobs, fn) -> list:
+    """``order`` on ``jobs`` processes, at most ``jobs`` in flight, each next config checked against
+    the best known when a worker frees; returns the pruned rest of ``order``."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    ex = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(order))), initializer=_worker_init)
+    running, n = {}, 0
+    try:
+        while True:
+            while n < len(order) and len(running) < jobs and keep(order[n]):
+                running[ex.submit(fn, points[order[n]])] = order[n]
+                n += 1
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i = running.pop(f)
+                try:
+                    res = f.result()
+                except BrokenProcessPool:
+                    raise RunError("a worker process died (killed, out of memory or crashed); every finished "
+                                   "config is saved in --out: re-run the same command to go on (--jobs 1 "
+                                   "isolates a crashing config)") from None
+                except Exception as e:      # the config is an error row (not saved), the rest go on
+                    why = (f"{type(e).__name__}: {e}".splitlines() or ["error"])[0]
+                    res = ({"status": "error", "reason": why, "lost": True}, [], None)
+                done(i, res)
+    except BaseException:
+        for p in list((getattr(ex, "_processes", None) or {}).values()):
+            try:
+                p.kill()
+            except Exception:
+                pass
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return order[n:]
