@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..dsl import ir
 from ..dsl.analysis import feeds_dot
+from ..dsl.dtypes import dot_mode
 
 MMA_ROWS, MMA_COLS = 16, 8        # rows x columns of one MMA block a warp holds (4 fp32 per thread)
 
@@ -18,9 +19,10 @@ def ceil_div(a: float, b: float) -> int:
 
 
 def dot_kind(dot: ir.Dot, num_warps: int, arch: int) -> str:
-    """``v3`` (wgmma), ``v2`` (mma.sync) or ``fma`` (fp32 operands: the lowering asks for IEEE fp32)."""
+    """``v3`` (wgmma), ``v2`` (mma.sync) or ``fma`` (``dtypes.dot_mode``'s FMA unit: fp32 or mixed
+    operands, which the lowering asks for in IEEE fp32)."""
     m, n = dot.out.shape
-    if "fp32" in (dot.a.dtype, dot.b.dtype):
+    if dot_mode(dot.a.dtype, dot.b.dtype)[1] == "fma":
         return "fma"
     if arch >= 90 and num_warps % 4 == 0 and m % 64 == 0 and n % 8 == 0:
         return "v3"

@@ -62,8 +62,8 @@ Measured by: the compiled register counts of the recorded sm_90 table
 from __future__ import annotations
 
 from ..dsl import ir
-from .layouts import (BLOCKED_LAYOUT, MMA_COLS, MMA_ROWS, OPERAND, SMEM, ceil_div, Graph, dot_layouts, index_values,
-                      operands, value_layouts, value_regs)
+from .layouts import (BLOCKED_LAYOUT, MMA_COLS, MMA_ROWS, OPERAND, SMEM, blocked_split, ceil_div, Graph, dot_layouts,
+                      index_values, operands, value_layouts, value_regs)
 from .tile_elements import ELEMENTWISE, static_elements, stored_elements, streamed  # noqa: F401  (stored_elements: public here)
 
 # The only fitted numbers: registers a kernel needs beyond its tiles (program ids, loop counters,
@@ -119,9 +119,22 @@ def _live_ranges(g: Graph) -> tuple:
     return sched, {v: (d, last.get(v, d)) for v, d in defs.items()}, spans
 
 
-def _operand_fragments(d: ir.Dot, kind: str, wm: int, wn: int, lay: dict) -> int:
-    """Registers of an mma.sync dot's operands read from shared memory while it multiplies: one
-    16-wide K slice of A (4 per 16 rows a warp owns) and of B (2 per 8 columns) at a time."""
+# An FMA dot (fp32 operands, ``dtypes.dot_mode``): ptxas keeps part of each thread's A rows and B
+# columns for the K steps in flight while its FFMAs run, about one register per 8 of the
+# accumulator's rows per thread x K, plus a fixed 22. Fitted to 14 compiled fp32 GEMM tiles (16..128
+# rows, 16..64 K, 1..8 warps; triton 3.9, sm_90; tests/compiler/test_fma_dot.py): within 8 registers
+# on 10, 14-18 on two, 128x128x32 on 4 warps spilling as ptxas does; the 2-warp and 1-warp tiles
+# need 16-36 more.
+FMA_OPERAND = {"base": 22, "per_row_k": 1 / 8}
+
+
+def _operand_fragments(d: ir.Dot, kind: str, wm: int, wn: int, lay: dict, num_warps: int = 4) -> int:
+    """Registers of a dot's operands while it multiplies: for an mma.sync dot, the operands read
+    from shared memory one 16-wide K slice of A (4 per 16 rows a warp owns) and of B (2 per 8
+    columns) at a time; for an FMA dot, ``FMA_OPERAND``."""
+    if kind == "fma":
+        rows = blocked_split(d.out.shape, 4, num_warps)[0]
+        return int(round(FMA_OPERAND["base"] + FMA_OPERAND["per_row_k"] * rows * d.a.shape[1]))
     if kind != "v2":
         return 0
     m, n = d.out.shape
@@ -276,7 +289,7 @@ def peak_live(g: Graph, dots: dict, lay: dict) -> tuple:
             continue
         dying = sum(regs.get(v.id, 0) for v in operands(op) if ranges.get(v.id, (0, 0))[1] == i)
         new = regs.get(op.out.id, 0) if hasattr(op, "out") else 0
-        frags = _operand_fragments(op, *dots[id(op)], lay) if isinstance(op, ir.Dot) else 0
+        frags = _operand_fragments(op, *dots[id(op)], lay, g.program.num_warps) if isinstance(op, ir.Dot) else 0
         best = max(best, (through[i] + max(dying, new) + extra[i] + frags, i))
     return best
 

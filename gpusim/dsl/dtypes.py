@@ -7,6 +7,22 @@ import struct
 
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
+TENSOR_DOT_DTYPES = ("fp16", "bf16")    # operand dtypes a dot runs on the tensor cores in
+
+
+def dot_mode(a: str, b: str) -> tuple:
+    """(operand dtype, unit, input precision) of a ``dot`` of ``a`` x ``b`` operands, as the Triton
+    lowering emits it and the timing model and the register estimate charge it (one rule for all):
+
+    * both operands fp16, or both bf16: ``(dtype, "tensor", None)``, a tensor-core MMA (wgmma on
+      sm_90, mma.sync elsewhere);
+    * anything else (fp32, or two different dtypes, converted to fp32 first):
+      ``("fp32", "fma", "ieee")``, ``tl.dot(..., input_precision="ieee")``: exact fp32 products
+      (what numpy computes), which Triton compiles to FFMA instructions on the FP32 pipe, with the
+      operands read from shared memory (no TF32 tensor cores)."""
+    if a == b and a in TENSOR_DOT_DTYPES:
+        return a, "tensor", None
+    return "fp32", "fma", "ieee"
 
 
 def _kind(dtype: str) -> int:

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...compiler import ESTIMATE, CompilerView, registers, view_of
+from ...compiler.layouts import blocked_split
+from ...compiler.sass_mix import MATH, fma_dot_issue
+from ...dsl.dtypes import dot_mode
 from ...hardware import GPUConfig
 
 KIB = 1024
@@ -51,25 +54,15 @@ def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
     so a step that mixes them lasts the longer of its issue time and its SFU time."""
     t = type(op)
     if t is ir.Dot:
-        m, k = op.a.shape
-        n = op.b.shape[1]
-        flops = 2.0 * m * n * k
-        dt = op.a.dtype if op.a.dtype in ("fp16", "bf16") else "fp32"
-        rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k, num_warps)
-        return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
+        return dot_cost(op, cfg, num_warps)
     if t is ir.Unary:
         n = op.out.numel
-        if op.op in ir.MATH_UNARY:   # see ir.MATH_UNARY: MUFU count and FP32 ops of its SASS
-            mufu, fp32 = ir.MATH_UNARY[op.op]
-            issue = n * (mufu / cfg.vector_ops_per_clk_per_sm + fp32 / simt_rate(cfg, "mul"))
-            return OpCost(simt_cycles=issue, sfu_cycles=mufu * n / cfg.sfu_ops_per_clk_per_sm, sfu_ops=mufu * n)
-        if op.op in ir.SFU_UNARY:
-            issue = n / cfg.vector_ops_per_clk_per_sm
-            if op.op in ("exp", "log"):   # exp(x) = exp2(x * log2 e): one more multiply
-                issue += n / simt_rate(cfg, "mul")
-            return OpCost(simt_cycles=issue, sfu_cycles=n / cfg.sfu_ops_per_clk_per_sm, sfu_ops=n)
+        if op.op in MATH:
+            return math_cost(op.op, n, cfg)
         return OpCost(simt_cycles=n / simt_rate(cfg, SIMT_CLASS[op.op]))
     if t is ir.Binary:
+        if op.op == "div" and op.out.dtype in ir.FLOAT_DTYPES:   # fp32 div.full: MUFU.RCP and its correction
+            return math_cost("div", op.out.numel, cfg)
         return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, SIMT_CLASS[op.op]))
     if t is ir.Where:
         return OpCost(simt_cycles=op.out.numel / simt_rate(cfg, "compare_where"))
@@ -86,9 +79,38 @@ def op_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
     return OpCost()   # ExpandDims, Trans: layout views, free
 
 
+def math_cost(name: str, n: float, cfg: GPUConfig) -> OpCost:
+    """``n`` elements of a math op as its SASS runs them (``compiler.sass_mix.MATH``, counted from
+    Triton's sm_90 code): each MUFU instruction takes an issue slot at the FP32 rate and holds the
+    special-function pipe; every other instruction issues at the measured multiply rate."""
+    mix = MATH[name]
+    issue = n * (mix["mufu"] / cfg.vector_ops_per_clk_per_sm + mix["issue"] / simt_rate(cfg, "mul"))
+    return OpCost(simt_cycles=issue, sfu_cycles=mix["mufu"] * n / cfg.sfu_ops_per_clk_per_sm, sfu_ops=mix["mufu"] * n)
+
+
+def dot_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
+    """A ``dot`` on the unit the lowering runs it on (``dtypes.dot_mode``, the one rule both use):
+    fp16/bf16 operands on the tensor cores at the config's rate for that dtype and the tile's
+    measured efficiency; fp32 (or mixed) operands, which the lowering emits with
+    ``input_precision="ieee"``, as FFMAs on the FP32 pipe at its measured rate
+    (``fp32_flops_per_s``: one FFMA per multiply-add), times the loop instructions per FFMA of
+    Triton's FMA dot (the LDS that read its operands; ``sass_mix.FMA_DOT_ISSUE``)."""
+    m, k = op.a.shape
+    n = op.b.shape[1]
+    flops = 2.0 * m * n * k
+    dt, unit, _ = dot_mode(op.a.dtype, op.b.dtype)
+    if unit == "fma":
+        rows, cols = blocked_split((m, n), 4, num_warps)
+        return OpCost(simt_cycles=m * n * k * fma_dot_issue(rows * cols) / cfg.vector_ops_per_clk_per_sm)
+    rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k, num_warps)
+    return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
+
+
 def vector_flops(op) -> float:
     """Arithmetic FLOPs (not comparisons or data movement) of an elementwise/reduction op."""
     t = type(op)
+    if t is ir.Dot and dot_mode(op.a.dtype, op.b.dtype)[1] == "fma":     # its FFMAs: 2 FLOPs each
+        return 2.0 * op.a.shape[0] * op.a.shape[1] * op.b.shape[1]
     if t is ir.Binary and op.op in ("add", "sub", "mul", "div", "maximum", "minimum"):
         return float(op.out.numel)
     if t is ir.Unary and op.op not in ("neg", "not"):

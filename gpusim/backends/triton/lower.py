@@ -16,8 +16,9 @@ Semantics follow ``gpusim.backends.numpy_exec`` (the specification):
 * bf16 arithmetic is computed in fp32 and rounded back, as the numpy executor emulates it;
   transcendental ops and reductions compute in fp32 where the IR says the result is fp32.
 * ``maximum``/``minimum`` propagate NaN, as numpy does.
-* ``dot`` accumulates in fp32. fp32 operands use ``input_precision="ieee"`` (no TF32), which is
-  what matches numpy's fp32 matmul; fp16/bf16 operands use the tensor cores as usual.
+* ``dot`` accumulates in fp32 and runs as ``dtypes.dot_mode`` says (the rule the timing model charges):
+  fp16 or bf16 operands on the tensor cores; fp32 (or mixed) operands with
+  ``input_precision="ieee"`` (no TF32: FFMA on the FP32 pipe), which matches numpy's fp32 matmul.
 * Under the Triton interpreter (device="cpu") bf16 results can differ from numpy by one bf16
   ulp: the interpreter's fp32 -> bf16 conversion truncates where GPUs round to nearest even.
 * A ``Loop`` becomes ``for iN in tl.range(start, end, step, num_stages=S)`` (plain ``range``
@@ -33,6 +34,7 @@ import re
 
 from ...dsl import ir
 from ...dsl.analysis import expr_bounds
+from ...dsl.dtypes import dot_mode
 
 TL_DTYPE = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32", "bool": "tl.int1"}
 _BIN_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -303,14 +305,14 @@ class _Emitter:
         dts = {op.a.dtype, op.b.dtype}
         if not dts <= set(ir.FLOAT_DTYPES):
             raise LoweringError(f"{self.p.name}: dot of {'/'.join(sorted(dts))} operands is not supported")
-        comp = dts.pop() if len(dts) == 1 else "fp32"
+        comp, _, precision = dot_mode(op.a.dtype, op.b.dtype)    # the rule the timing model charges
         if comp == "bf16" and self.interpreter:
-            comp = "fp32"
+            comp, precision = "fp32", "ieee"      # exact: bf16 products are exact in fp32
         args = [self.as_dtype(op.a, comp), self.as_dtype(op.b, comp)]
         if op.acc is not None:
             args.append(self.as_dtype(op.acc, "fp32"))
-        if comp == "fp32":
-            args.append('input_precision="ieee"')
+        if precision is not None:
+            args.append(f'input_precision="{precision}"')
         self.w(ind, f"{self.name(op.out)} = tl.dot({', '.join(args)})")
 
     def op_loop(self, op: ir.Loop, ind):

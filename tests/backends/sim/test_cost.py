@@ -32,10 +32,17 @@ def test_dot_cost():
     assert c.simt_cycles == 0
 
 
-def test_dot_on_fp32_operands_uses_the_tf32_rate():
+def test_dot_on_fp32_operands_runs_on_the_fp32_pipe():
+    """The lowering gives fp32 dots input_precision="ieee" (FFMA, no TF32): 64^3 = 262,144 FFMAs;
+    a 64x64 fp32 accumulator on 4 warps is 32 per thread, whose compiled loop issues 1.15
+    instructions per FFMA (the operands' LDS) -> 262144 * 1.15 / 138.68 = 2173.8 cycles."""
     op = ir.Dot(v(3, (64, 64)), v(1, (64, 64)), v(2, (64, 64)), None)
-    # 2 * 64^3 = 524,288 FLOPs at 494e12 / (132 * 1.83e9) = 2045.0 FLOP/clk -> 256.4 cycles
-    assert cost.op_cost(op, CFG, 4).tensor_cycles == pytest.approx(256.4, abs=0.1)
+    c = cost.op_cost(op, CFG, 4)
+    assert c.tensor_cycles == 0 and c.tensor_flops == 0
+    assert c.simt_cycles == pytest.approx(2173.8, abs=0.1)
+    assert cost.vector_flops(op) == 2 * 64 ** 3
+    mixed = ir.Dot(v(3, (64, 64)), v(1, (64, 64), "fp16"), v(2, (64, 64), "bf16"), None)
+    assert cost.op_cost(mixed, CFG, 4) == c                    # fp16 x bf16 is lowered as fp32 too
 
 
 def test_elementwise_and_sfu_costs():
@@ -49,8 +56,13 @@ def test_elementwise_and_sfu_costs():
     # exp2: 8192 issue slots at the FP32 rate and 8192 / 16 = 512 cycles on the SFU
     assert (c.simt_cycles, c.sfu_cycles, c.sfu_ops) == (pytest.approx(8192 / lane), 512.0, 8192)
     ex = ir.Unary(v(2, (128, 64)), "exp", v(1, (128, 64)))
-    # exp = exp2(x * log2 e): one more multiply's issue time
-    assert cost.op_cost(ex, CFG, 4).simt_cycles == pytest.approx(2 * 8192 / lane)
+    # exp: its SASS (compiler.sass_mix.MATH) is one MUFU.EX2 and 4 more instructions (the scaling by
+    # log2 e and the range fix-up): 5 issue slots per element
+    assert cost.op_cost(ex, CFG, 4).simt_cycles == pytest.approx(5 * 8192 / lane)
+    div = ir.Binary(v(2, (128, 64)), "div", v(1, (128, 64)), v(3, (128, 64)))
+    # fp32 division: MUFU.RCP and 7 instructions of its correction; one SFU op per element
+    c = cost.op_cost(div, CFG, 4)
+    assert (c.simt_cycles, c.sfu_cycles) == (pytest.approx(8 * 8192 / lane), 512.0)
     cmp_ = ir.Binary(v(2, (128, 64), "bool"), "lt", v(1, (128, 64)), 0.0)
     assert cost.vector_flops(cmp_) == 0                       # comparisons are not arithmetic
 
