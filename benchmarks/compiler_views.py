@@ -3,7 +3,8 @@ estimate (``GPUSIM_RESOURCES=estimated``) and with Triton's compiler (``compiled
 installed, no GPU needed), and the difference per scenario (median and worst |compiled/estimate - 1|).
 
 usage: python benchmarks/compiler_views.py [--jobs 2] [--csv OUT.csv] [SCENARIO.yaml ...]
-       (default: the Quick start, the other built-in scenarios and the user-kernel examples)
+       (default: every kernel scenario in scenarios/, the user-kernel examples, and two user kernels
+       with math in their loops or rows: benchmarks/kernels/softcap_attention.yaml, swiglu_views.yaml)
 """
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ["scenarios/flash_vs_naive.yaml", "scenarios/seq_len_sweep.yaml", "scenarios/elementwise_fusion.yaml",
-           "scenarios/gpus_compared.yaml", "scenarios/examples/alibi.yaml", "scenarios/examples/rmsnorm.yaml"]
+           "scenarios/gpus_compared.yaml", "scenarios/essay.yaml", "scenarios/sram_io_complexity.yaml",
+           "scenarios/tile_sweep.yaml", "scenarios/whatif_sram_l2.yaml", "scenarios/examples/alibi.yaml",
+           "scenarios/examples/rmsnorm.yaml", "scenarios/examples/softcap.yaml",
+           "benchmarks/kernels/softcap_attention.yaml", "benchmarks/kernels/swiglu_views.yaml"]
 
 
 def times(scenario: str, mode: str, jobs: int, tmp: Path) -> dict:
