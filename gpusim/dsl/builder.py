@@ -52,10 +52,38 @@ def load(tensor: TensorArg, offsets, shape, other: float = 0.0) -> Tile:
     return Tile(out)
 
 
+# A dimension of at most this many values (from a store's fixed offset) needs no wider tile: it is
+# the smallest dot operand, and any power of two up to it covers the dimension.
+MIN_PADDED_TILE = 16
+
+
+def _outside_problem(tensor: TensorArg, offsets: tuple, shape: tuple) -> str | None:
+    """Why a store of a ``shape`` tile at ``offsets`` writes past ``tensor`` at every program, or
+    None: from a fixed offset, the tile starts past the end, or is wider than MIN_PADDED_TILE along
+    a dimension that holds fewer (a (rows, 1) output written a whole row at a time). A wide tile on
+    a wide dimension (BLOCK above the row length) is a choice of tiling, not refused here."""
+    lead = len(tensor.shape) - len(shape)
+    for k, width in enumerate(shape):
+        d, off = lead + k, offsets[lead + k]
+        if off.op != "const" or off.args[0] < 0:
+            continue                 # the offset moves with the program or loop: a choice of tiling
+        extent, start = tensor.shape[d], off.args[0]
+        if start >= extent or extent - start <= MIN_PADDED_TILE < width:
+            inside = max(0, min(width, extent - start))
+            return (f"store to {tensor.name} of shape {tuple(tensor.shape)}: the {tuple(shape)} tile at offset "
+                    f"{start} of dimension {d} drops {width - inside} of its {width} values along it (past the "
+                    f"tensor's end) at every program; declare {tensor.name} with the shape the kernel writes, "
+                    f"or store a tile that fits it")
+    return None
+
+
 def store(tensor: TensorArg, offsets, value: Tile) -> None:
     offsets = tuple(ir.as_expr(o) for o in offsets)
     if len(offsets) != len(tensor.shape):
         raise trace_error(f"store to {tensor.name}: {len(offsets)} offsets for a {len(tensor.shape)}-d tensor")
+    why = _outside_problem(tensor, offsets, value.shape) if len(value.shape) <= len(tensor.shape) else None
+    if why:
+        raise trace_error(why)
     if value.dtype != tensor.dtype:
         value = cast(value, tensor.dtype)
     _cur().emit(ir.Store(tensor, offsets, value.v))
