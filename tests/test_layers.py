@@ -13,7 +13,7 @@ FLOORS = {  # module or package prefix -> floor; the longest prefix wins
     "gpusim.backends.sim": 4,
     "gpusim.result": 5,
     "gpusim.kernels": 6,
-    "gpusim.api": 7, "gpusim.backends.triton.run": 7,       # runs built-in kernels on a GPU
+    "gpusim.api": 7,
     "gpusim.models": 8, "gpusim.output": 8,
     "gpusim.sweep": 9,
     "gpusim.tune": 10, "gpusim.hw": 10,

@@ -19,16 +19,17 @@ def _cmd_triton_source(args):
     except KernelParamError as e:
         raise UsageError(f"triton-source: {e.field}: {e}") from None
     try:
-        why = first_violation(build(args.kernel, params))
+        workload = build(args.kernel, params)
     except ValueError as e:
         raise UsageError(f"triton-source {args.kernel}: {e}") from None
+    why = first_violation(workload)
     if why:
         raise UsageError(f"triton-source {args.kernel}: Triton cannot compile it: {why}")
     from ..backends.triton.lower import LoweringError
-    from ..backends.triton.run import main_triton_source
+    from ..backends.triton.run import workload_source
 
     try:
-        source = main_triton_source(args.kernel, params)
+        source = workload_source(workload)
     except LoweringError as e:
         raise UsageError(f"triton-source {args.kernel}: {e}") from None
     print(source)

@@ -3,8 +3,8 @@
 This module owns the IR -> Triton translation. ``lower`` writes one readable ``@triton.jit``
 function per ``ir.Program`` (nothing is hand-written per kernel); ``run_workload`` executes a
 ``Workload`` through torch tensors, on CUDA or on CPU under ``TRITON_INTERPRET=1``;
-``time_workload`` times it with ``triton.testing.do_bench``; ``main_triton_source`` prints the
-generated source of a built-in kernel.
+``time_workload`` times it with ``triton.testing.do_bench``; ``workload_source`` gives the
+generated source of every launch of a workload.
 
 Semantics follow ``gpusim.backends.numpy_exec`` (the specification):
 

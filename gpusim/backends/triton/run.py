@@ -139,11 +139,8 @@ def time_workload(workload: ir.Workload, inputs: dict, reps_ms: int = 100, warmu
     return {"total_us": bench(whole), "per_launch_us": per}
 
 
-def main_triton_source(kernel: str, params: dict) -> str:
-    """Generated Triton source of every launch of a built-in kernel, each headed by its name and grid."""
-    from ... import kernels
-
-    wl = kernels.build(kernel, params)
+def workload_source(workload: ir.Workload) -> str:
+    """Generated Triton source of every launch of ``workload``, each headed by its name and grid."""
     parts = [f"# ===== launch {launch.name}: grid={tuple(launch.grid)}\n{lower(launch.program, launch.grid)}"
-             for launch in wl.launches]
+             for launch in workload.launches]
     return "\n\n".join(parts)

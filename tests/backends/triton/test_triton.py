@@ -171,8 +171,10 @@ def test_non_power_of_two_tile_is_rejected():
         _lower.lower(prog)
 
 
-def test_main_triton_source_lists_every_launch():
-    src = tb.main_triton_source("attention_naive", dict(ATTN))
+def test_workload_source_lists_every_launch():
+    from gpusim.kernels import build
+
+    src = tb.workload_source(build("attention_naive", dict(ATTN)))
     for name in ("qk", "scale", "softmax", "pv"):
         assert f"# ===== launch {name}: grid=" in src
     assert src.count("@triton.jit") == 4
