@@ -31,7 +31,7 @@ class ArgParam(Param):
 
     def convert(self, val):
         if val is None:
-            raise KernelParamError(self.name, f"{self.name} is not given; give {self.allowed()}")
+            return None         # not given: building the kernel says so (a scenario checks one value at a time)
         if not isinstance(val, (bool, int, float, str)):
             raise KernelParamError(self.name, f"{self.name} must be {self.allowed()}, got {val!r}")
         return val
@@ -94,6 +94,9 @@ class Resolver:
             raise KernelParamError(name, f"{name}: {text!r}: {e}") from None
 
     def _resolve(self, name, raw):
+        if raw is None:
+            raise KernelParamError(name, f"{name} is not given; give a number, true/false, a tensor such as "
+                                         f"fp16[M, N], or an expression over the other parameters")
         if not isinstance(raw, str):
             return raw
         m = TENSOR.match(raw)
