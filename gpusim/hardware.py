@@ -202,6 +202,9 @@ class GPUConfig(BaseModel):
     idle_power_w: NonNegativeFloat = 0.0
     activity_energy_j: dict[str, NonNegativeFloat] = {}
     dvfs_energy_exponent: NonNegativeFloat = 2.0
+    # The rate of the timing loop's L2 flush (power.flush_energy); None: hbm_write_bandwidth_bytes_per_s.
+    # A what-if of the HBM write rate keeps the named GPU's here (whatif.py): the loop is the measurement's.
+    timing_loop_flush_bytes_per_s: PositiveFloat | None = None
     launch_overhead_us: float = Field(ge=0)
     sync_overhead_us: float = Field(ge=0)
     tensor_tile_efficiency: list[TileEfficiency] = []

@@ -33,6 +33,7 @@ PLAUSIBLE = {
     "hbm_read_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),   # 1.5 .. 4.8 TB/s
     "hbm_write_bandwidth_bytes_per_s": (1e10, 1e15, _RATE_HINTS),
     "hbm_copy_bandwidth_bytes_per_s": (1e10, 2e15, _RATE_HINTS),
+    "timing_loop_flush_bytes_per_s": (1e10, 1e15, _RATE_HINTS),
     "hbm_latency_cycles": (10, 100000, ()),                  # ~466 .. 667
     "tensor_flops_per_s": (1e12, 1e17, ((1e12, "TFLOP/s"),)),     # 156 .. 989 TFLOP/s
     "fp32_flops_per_s": (1e11, 1e16, ((1e12, "TFLOP/s"),)),       # 19.5 .. 67 TFLOP/s

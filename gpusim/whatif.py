@@ -10,6 +10,10 @@ from __future__ import annotations
 #   reads and writes at their own rates (2/copy - 1/read - 1/write per byte pair). Holding the copy
 #   rate instead made a faster read channel lengthen each written byte (2/copy - 1/read), and a
 #   kernel slower (elementwise_fused on the h100, reads x4: 10.32 -> 10.69 us).
+# - hbm_write bandwidth: the timing loop's L2 flush rate (timing_loop_flush_bytes_per_s). The flush
+#   is the measurement's, between repetitions of the kernel; at the what-if's rate a faster write
+#   channel shortened it, left the power-limited loop less time to cool and slowed the kernel
+#   (backends/sim/power.py, flush_energy).
 SM_WIDE_PEAKS = ("tensor_flops_per_s", "fp32_flops_per_s")
 
 
@@ -28,6 +32,8 @@ def derived_overrides(cfg, overrides: dict) -> dict:
                 v = getattr(cfg, f)
                 out[f] = {k: x * n / cfg.sm_count for k, x in v.items()} if isinstance(v, dict) else v * n / cfg.sm_count
     rd, wr = (overrides.get(f"hbm_{d}_bandwidth_bytes_per_s") for d in ("read", "write"))
+    if _number(wr) and "timing_loop_flush_bytes_per_s" not in out:
+        out["timing_loop_flush_bytes_per_s"] = cfg.timing_loop_flush_bytes_per_s or cfg.hbm_write_bandwidth_bytes_per_s
     if (cfg.hbm_copy_bandwidth_bytes_per_s and "hbm_copy_bandwidth_bytes_per_s" not in out
             and (_number(rd) or _number(wr))):
         R, W = cfg.hbm_read_bandwidth_bytes_per_s, cfg.hbm_write_bandwidth_bytes_per_s

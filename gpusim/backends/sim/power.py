@@ -61,13 +61,18 @@ def _mean_power(cfg, e_sm: float, e_mem: float, seconds: float, f: float, loop: 
 
 
 def flush_energy(cfg) -> tuple:
-    """(joules, seconds) of the timing loop's L2 flush: its bytes written at the HBM's write rate,
-    or slower where that would draw more than the power limit (the flush has no SM work a lower
-    SM clock could save, so its memory must slow down to fit; a faster write channel alone never
-    lowers the SM clock)."""
+    """(joules, seconds) of the timing loop's L2 flush: its bytes written at the flush's rate
+    (``timing_loop_flush_bytes_per_s``, the named GPU's HBM write rate), or slower where that would
+    draw more than the power limit (the flush has no SM work a lower SM clock could save, so its
+    memory must slow down to fit).
+
+    The flush belongs to the measurement, not to the kernel: a what-if of the HBM write rate keeps
+    the named GPU's flush (``whatif.derived_overrides``). Taken at the what-if's rate, a shorter
+    flush left the loop less time to cool and lowered the clock: HBM read and write x1.5 made a
+    power-limited 4096^3 GEMM on the h100 slower (204.8 -> 212.4 us, 1625 -> 1555 MHz)."""
     e = cfg.activity_energy_j
     joules = TIMING_LOOP_FLUSH_BYTES * (e.get("dram_byte", 0.0) + e.get("l2_byte", 0.0))
-    seconds = TIMING_LOOP_FLUSH_BYTES / cfg.hbm_write_bandwidth_bytes_per_s
+    seconds = TIMING_LOOP_FLUSH_BYTES / (cfg.timing_loop_flush_bytes_per_s or cfg.hbm_write_bandwidth_bytes_per_s)
     headroom = (cfg.power_limit_w or 0.0) - cfg.idle_power_w
     if headroom > 0:
         seconds = max(seconds, joules / headroom)
