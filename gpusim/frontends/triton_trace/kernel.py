@@ -34,6 +34,8 @@ def triton_kernel(fn, grid=None, args: dict | None = None, num_warps: int = 4, n
         default = args.pop(n, None)
         if default is None and p.default is not inspect.Parameter.empty:
             default = getattr(p.default, "value", p.default)
+        if default is None and n in ("num_warps", "num_stages"):   # a constexpr that is also the launch option
+            default = num_warps if n == "num_warps" else num_stages
         params.append(ArgParam(n, default, f"kernel argument {n}"))
     for n, v in args.items():
         if n not in LAUNCH:
