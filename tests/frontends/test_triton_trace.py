@@ -138,5 +138,6 @@ def test_traced_ir_is_exact_against_the_kernel_under_tritons_interpreter(name):
 def test_compiled_view_compiles_the_users_own_source():
     from gpusim import simulate
 
-    r = simulate(kernel_of("vector_add"), "h100", n_elements=98432, check=False)
+    r = simulate(kernel_of("vector_add"), "h100", check=False, **{**scenario("vector_add")["params"],
+                                                                   "n_elements": 98432})
     assert r.status == "ok" and r.kernels[0].compiler.startswith("triton ")
