@@ -56,11 +56,11 @@ def _loaded_under(root: Path) -> set:
     packages and gpusim itself (whose version is part of every key)."""
     skip = [Path(x).resolve() for x in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
     skip.append(Path(__file__).resolve().parents[1])
-    out = set()
+    out, prefix = set(), str(root)
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
-        if not f or not f.endswith(".py"):
-            continue
+        if not isinstance(f, str) or not f.endswith(".py") or not f.startswith(prefix):
+            continue                 # imported from the kernel's folder: under the path put on sys.path
         f = Path(f).resolve()
         if f.is_relative_to(root) and not any(f.is_relative_to(s) for s in skip) and "site-packages" not in f.parts:
             out.add(f)
