@@ -135,8 +135,10 @@ def test_traced_ir_is_exact_against_the_kernel_under_tritons_interpreter(name):
 
 
 @pytest.mark.slow
-def test_compiled_view_compiles_the_users_own_source():
+def test_compiled_view_compiles_the_users_own_source(monkeypatch):
     from gpusim import simulate
+
+    monkeypatch.setenv("GPUSIM_RESOURCES", "compiled")
 
     r = simulate(kernel_of("vector_add"), "h100", check=False, **{**scenario("vector_add")["params"],
                                                                    "n_elements": 98432})
