@@ -115,12 +115,12 @@ def _cmd_run(args):
     from ..sweep.scenario import load_scenario
 
     from ..models import scenario as model_scenario
+    check_out(args.out or Path("results") / Path(args.scenario).stem)
     if model_scenario.is_model_scenario(args.scenario):   # model: and phase: instead of kernel:
         try:
             jobs, warning = runner.cap_jobs(args.jobs)
             if warning:
                 print(f"gpusim: warning: {warning}", file=sys.stderr)
-    check_out(args.out or Path("results") / Path(args.scenario).stem)
             df = model_scenario.run(args.scenario, Path(args.out or Path("results") / Path(args.scenario).stem),
                                     plots=not args.no_plots, overrides=args.set, jobs=jobs)
         except ValueError as e:
