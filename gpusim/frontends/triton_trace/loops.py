@@ -65,9 +65,9 @@ class _Rewriter:
         for x in ast.walk(s):
             if isinstance(x, (ast.Break, ast.Continue, ast.Return)) and not isinstance(x, ast.FunctionDef):
                 kind = type(x).__name__.lower()
-                raise _SourceError(s.lineno if kind != "return" else x.lineno, f"`{kind}` inside a for loop")
+                raise SourceError(s.lineno if kind != "return" else x.lineno, f"`{kind}` inside a for loop")
         if not isinstance(s.target, ast.Name):
-            raise _SourceError(s.lineno, "a for loop whose target is not a single name")
+            raise SourceError(s.lineno, "a for loop whose target is not a single name")
         carried = sorted((_assigned(s.body) & bound) - {s.target.id})
         self.n += 1
         name = f"__gpusim_body_{self.n}"
@@ -86,7 +86,7 @@ class _Rewriter:
         return [fn, assign]
 
 
-class _SourceError(Exception):
+class SourceError(Exception):
     def __init__(self, line, what):
         super().__init__(what)
         self.line, self.what = line, what

@@ -21,7 +21,7 @@ from ...dsl.tiles import Tile
 from . import lang
 from .context import Ctx
 from .errors import KERNEL_FILES, TritonTraceError, kernel_site, unsupported
-from .loops import LOOP_FN, _SourceError, rewrite, run_loop
+from .loops import LOOP_FN, SourceError, rewrite, run_loop
 from .memory import Ptr
 from .symbolic import AInt, Lin, lmax, lmin
 from .tiles import scalar_tile
@@ -113,7 +113,7 @@ def traced_function(fn, cache: dict):
     params = [a.arg for a in tree.body[0].args.args]
     try:
         tree = rewrite(tree, params)
-    except _SourceError as e:
+    except SourceError as e:
         raise TritonTraceError(f"{os.path.relpath(file)}:{e.line + first - 1}: not supported by gpusim's Triton "
                                f"front end: {e.what}") from None
     ast.increment_lineno(tree, first - 1)
