@@ -16,7 +16,7 @@ from .physics import CHECK_TOLERANCE, check_status, check_tolerance  # noqa: F40
 
 
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
-METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
+METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "time_us_sim", "calibration", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
                   "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "compiler", "interval", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
@@ -112,6 +112,10 @@ class Result:
     sm_count: int | None = None
     config_kind: str = ""     # measured | derived | bound (gpusim.intervals.config_kind); "" = by the name
     config_note: str = ""     # why a derived config's interval is wider
+    time_us_sim: float | None = None     # the mechanistic time (time_us is calibrated unless calibration is off)
+    calibration: str = ""                # fitted | transferred (+ ", extrapolated") | off (gpusim.calibration)
+    calibration_factor: float | None = None
+    calibrated_interval: tuple | None = field(default=None, repr=False)   # (lo, hi, family) conformal, us
 
     @property
     def interval(self):
@@ -120,6 +124,10 @@ class Result:
         if self.status != "ok" or not self.time_us:
             return None
         from . import intervals
+
+        if self.calibrated_interval:
+            lo, hi, fam = self.calibrated_interval
+            return intervals.Interval(lo, hi, fam, f"90% conformal interval of {fam} ({self.calibration})")
 
         kind, note = self.config_kind, self.config_note
         if not kind:
@@ -203,17 +211,29 @@ class Result:
 
     @property
     def bound(self) -> str:
-        """What limits the simulated time (docs/model.md, "The bound label"): ``compute`` when the
-        busiest SM pipe is the most utilised resource and busy at least BOUND_BUSY of the time,
-        ``memory`` when DRAM or L2 bandwidth is; otherwise nothing is saturated and the label is
-        ``grid`` when fewer than half the SMs had work (the grid is too small to fill the GPU; this
-        label was ``occupancy`` before, a word kernels.csv's ``occupancy_limiter`` keeps for what
-        limits CTAs per SM), else ``latency`` (waiting on memory latency, dependencies or launch
-        overhead)."""
+        """What limits the simulated time (docs/model.md, "The bound label"; the legend under
+        the run table, ``output.tables.BOUND_LEGEND``):
+        ``power`` when launches the power limit slowed (their clock below the maximum) take at least
+        half the time; else ``tensor`` or ``simt`` when that SM pipe is the most utilised resource
+        and busy at least BOUND_BUSY of the time, ``memory`` when DRAM or L2 bandwidth is; otherwise
+        nothing is saturated and the label is ``launch`` when launch and sync overheads take at
+        least half the time, ``grid`` when fewer than half the SMs had work (the grid is too small to
+        fill the GPU; kernels.csv's ``occupancy_limiter`` names what limits CTAs per SM), else
+        ``latency`` (waiting on memory latency or dependent instructions)."""
+        t_s = (self.time_us or 0.0) * 1e-6
+        secs = [(k, k.cycles / (k.clock_hz or self.clock_hz)) for k in self.kernels] if self.clock_hz else []
+        if t_s and sum(s for k, s in secs if k.clock_hz and k.clock_hz < self.clock_hz * (1 - 1e-3)) >= 0.5 * t_s:
+            return "power"
         u = self.utilisation()
         mem = max(u["dram"], u["l2"])
         if max(u["pipe"], mem) >= BOUND_BUSY:
-            return "compute" if u["pipe"] >= mem else "memory"
+            if u["pipe"] < mem:
+                return "memory"
+            tensor = sum(k.tensor_busy * s for k, s in secs)
+            return "tensor" if tensor >= max(sum(k.vector_busy * s for k, s in secs),
+                                             sum(k.sfu_busy * s for k, s in secs)) else "simt"
+        if t_s and t_s - sum(s for _, s in secs) >= 0.5 * t_s:
+            return "launch"
         return "grid" if u["sms"] < 0.5 else "latency"
 
     def launch(self, name: str) -> KernelResult:
@@ -235,6 +255,8 @@ class Result:
             "time_us": _r(self.time_us) if ok else "",
             "time_us_lo": _r(iv.lo) if iv and iv.lo is not None else "",
             "time_us_hi": _r(iv.hi) if iv and iv.hi is not None else "",
+            "time_us_sim": _r(self.time_us_sim) if ok and self.time_us_sim else "",
+            "calibration": self.calibration if ok else "",
             "dram_read_bytes": int(round(self.dram_read_bytes)) if ok else "",
             "dram_write_bytes": int(round(self.dram_write_bytes)) if ok else "",
             "l2_read_bytes": int(round(self.l2_read_bytes)) if ok else "",

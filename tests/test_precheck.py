@@ -114,9 +114,9 @@ def test_large_flash_is_compute_bound():
     r = simulate("attention_flash", "a100-80gb", seq_len=1024, batch=8, heads=32, check=False)
     u = r.utilisation()
     assert u["pipe"] >= BOUND_BUSY and u["pipe"] > max(u["dram"], u["l2"])
-    assert r.bound == "compute"
+    assert r.bound in ("tensor", "simt")                      # the SM pipe that is busiest
 
 
 def test_launch_overhead_dominated_tiny_kernel_is_not_memory_bound():
     r = simulate("elementwise_fused", "h100", n=1 << 12)
-    assert r.bound in ("grid", "latency")
+    assert r.bound == "launch"

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 RUN_METRICS = ("status", "time_us", "time_us_range", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
                "bound", "max_rel_err")
-RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB", "time_us_range": "90% range"}
+RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB", "time_us_range": "90% range",
+               "time_vs_first": "vs row 1"}
 
 
 def time_range(row: Mapping) -> str:
@@ -85,14 +86,22 @@ def gpu_value(v) -> str:
 def run_table(rows: list, param_names: list) -> str:
     """The readable table `gpusim run` prints, then one line per distinct reason a point is not ok.
     Every GPU field the run changes (``--set gpu.X``, a ``gpu.<field>`` sweep) has its own column."""
+    from .units import TIME_RATIO, whatif_formats, with_time_ratio
+
     gcols = gpu_field_columns(rows)
-    cols = ["gpu", "kernel"] + shown_params(rows, param_names) + gcols + list(RUN_METRICS)
-    formats = {**{c: gpu_value for c in gcols},
+    metrics = list(RUN_METRICS)
+    if gcols:       # a what-if: each row's time against the first row's, the baseline
+        rows = with_time_ratio(rows)
+        metrics.insert(metrics.index("time_us_range") + 1, TIME_RATIO)
+    cols = ["gpu", "kernel"] + shown_params(rows, param_names) + gcols + metrics
+    formats = {**whatif_formats(rows, gcols),
                "dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
                "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
                "tflops": lambda v: f"{float(v):.1f}"}
     rows = [dict(r, time_us_range=time_range(r)) for r in rows]
     out = [format_table(rows, cols, headers=RUN_HEADERS, formats=formats)]
+    if any(r.get("bound") for r in rows):
+        out.append(BOUND_LEGEND)
     reasons = {}
     for r in rows:
         if r.get("status") != "ok":
@@ -105,6 +114,11 @@ def run_table(rows: list, param_names: list) -> str:
         out.append(f"compiler view: {', '.join(views)} ({COMPILER_NOTE[views == ['estimate']]})")
     return "\n".join(out)
 
+
+# the line under a table with a ``bound`` column (result.Result.bound)
+BOUND_LEGEND = ("bound: what limits the time: tensor or simt (that SM pipe busy), memory (DRAM or L2 bandwidth), "
+                "power (the clock lowered to the power limit), launch (launch overheads), grid (under half the "
+                "SMs have work), latency (waiting on loads or dependent instructions)")
 
 # what the closing line of the run table says about the compiler's view the points were timed with
 COMPILER_NOTE = {True: "registers, spills and instruction mix estimated; with triton installed they come "
