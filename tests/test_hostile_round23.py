@@ -176,7 +176,7 @@ def test_out_is_checked_before_any_work(tmp_path, capsys):
     s = tmp_path / "s.yaml"
     s.write_text(OK)
     (tmp_path / "f").write_text("")
-    _one_line(capsys, ["run", str(s), "--out", str(tmp_path / "f")], "--out", "not a directory")
+    _one_line(capsys, ["run", str(s), "--out", str(tmp_path / "f")], "--out", "cannot write there", "not a directory")
     _one_line(capsys, ["run", str(s), "--out", str(tmp_path / "f" / "sub")], "is a file")
     assert not (tmp_path / "f" / "sub").exists() and (tmp_path / "f").read_text() == ""
 

@@ -204,22 +204,8 @@ def _cmd_schema(args):
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = Parser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
-    from .. import __version__
-
-    ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
-    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    sub.add_parser("gpus", help="list GPU configs and their key numbers",
-                   description="List the GPU configs in configs/ with their key numbers (SMs, clock, SRAM, L2, "
-                               "HBM bandwidth, peak FLOP/s, ridge point). A scenario's gpu: takes one of these "
-                               "names or a path to a GPU YAML.").set_defaults(fn=_cmd_gpus)
-    k = sub.add_parser("kernels", help="list built-in kernels (or those of a kernel file) and their parameters",
-                       description="List the built-in kernels (or the @gpusim.kernels.kernel functions of FILE) "
-                                   "with every parameter, its type, default and allowed values (what a "
-                                   "scenario's params: and sweep: take).")
-    k.add_argument("file", nargs="?", help="a Python file of user kernels (@gpusim.kernels.kernel)")
-    k.set_defaults(fn=_cmd_kernels)
+def _add_run(sub) -> None:
+    """The ``run`` subcommand and its options."""
     r = sub.add_parser("run", help="run a scenario YAML (sweeps, CSVs, plots)",
                        description="Simulate every point of a scenario YAML (a GPU, a kernel, its params and an "
                                    "optional sweep); print a table and write results.csv, kernels.csv, "
@@ -247,6 +233,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=("png", "svg"), default="png", help="plot format")
     r.add_argument("--no-plots", action="store_true", help="skip plots")
     r.set_defaults(fn=_cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="gpusim", description="Cycle-approximate GPU memory-hierarchy simulator")
+    from .. import __version__
+
+    ap.add_argument("--version", action="version", version=f"gpusim {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub.add_parser("gpus", help="list GPU configs and their key numbers",
+                   description="List the GPU configs in configs/ with their key numbers (SMs, clock, SRAM, L2, "
+                               "HBM bandwidth, peak FLOP/s, ridge point). A scenario's gpu: takes one of these "
+                               "names or a path to a GPU YAML.").set_defaults(fn=_cmd_gpus)
+    k = sub.add_parser("kernels", help="list built-in kernels (or those of a kernel file) and their parameters",
+                       description="List the built-in kernels (or the @gpusim.kernels.kernel functions of FILE) "
+                                   "with every parameter, its type, default and allowed values (what a "
+                                   "scenario's params: and sweep: take).")
+    k.add_argument("file", nargs="?", help="a Python file of user kernels (@gpusim.kernels.kernel)")
+    k.set_defaults(fn=_cmd_kernels)
+    _add_run(sub)
     tu = sub.add_parser("tune", help="rank a kernel's tile / warp / stage configs by predicted time",
                         description="Rank the configs of KERNEL's BLOCK*, num_warps and num_stages parameters at one "
                                     "shape by simulated time and print the fastest. Configs are simulated in the "

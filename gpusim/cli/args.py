@@ -25,14 +25,17 @@ def check_out(out, flag: str = "--out") -> None:
     p = Path(out)
     if p.exists() or p.is_symlink():
         if not p.is_dir():
-            raise UsageError(f"{flag} {out}: exists and is not a directory; name a directory (created if missing)")
+            raise UsageError(f"{flag} {out}: cannot write there: it is a file, not a directory; name a directory "
+                             f"(created if missing)")
         where = p
     else:
         where = next((a for a in p.absolute().parents if a.exists()), Path("/"))
         if not where.is_dir():
-            raise UsageError(f"{flag} {out}: {where} is a file, so no directory can be made under it")
+            raise UsageError(f"{flag} {out}: cannot write there: {where} is a file, so no directory can be made "
+                             f"under it")
     if not os.access(where, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {out}: cannot write in {where} (permission denied); choose another directory")
+        raise UsageError(f"{flag} {out}: cannot write there: {where} is not writable (permission denied); "
+                         f"choose another directory")
 
 
 def positive_int(text: str) -> int:
