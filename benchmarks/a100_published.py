@@ -21,7 +21,7 @@ the 10% allows for the single published number of most shapes. Where it is outsi
 names the mechanism gpusim does not model.
 
 usage: python benchmarks/a100_published.py [--gpu a100]
-(GPUSIM_RESOURCES=estimated is what docs/validation.md shows.)
+(GPUSIM_RESOURCES=estimated is what docs/history.md shows.)
 """
 from __future__ import annotations
 

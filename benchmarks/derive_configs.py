@@ -157,7 +157,7 @@ def a100(h200: GPUConfig, gb: int = 40) -> dict:
     return d
 
 
-# Published A100 measurements (docs/validation.md, "A100 against published results"). gpu-benches:
+# Published A100 measurements (docs/history.md, "The `a100` config against published results"). gpu-benches:
 # J. Ernst et al., https://github.com/RRZE-HPC/gpu-benches (commit 1038c5d), raw outputs in the repository.
 GPU_BENCHES = "RRZE-HPC/gpu-benches (github.com/RRZE-HPC/gpu-benches, commit 1038c5d)"
 A100_40_STREAM = {"read": 1500e9, "write": 1539e9, "copy": 1382e9}   # gpu-stream/a100_40.txt, 100% occupancy

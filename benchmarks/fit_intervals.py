@@ -50,7 +50,7 @@ SPLIT_FEATURES = ("spills", "one_stage", "low_occupancy", "dram_bound", "unalign
 WIDENING = ("spills", "one_stage", "unaligned")
 DERIVED_WIDEN = 2.0      # log-width factor for a config not measured (an assumption: see docs/model.md)
 FIT_ROUND = 14           # --check: fit on rounds <= this, test on the later rounds
-# Rounds 1-3 name no set after them: they are told apart by when they were recorded (docs/validation.md)
+# Rounds 1-3 name no set after them: they are told apart by when they were recorded (docs/history.md)
 EARLY_ROUNDS = (("2026-11-29", 1), ("2026-12-01T00:00", 2), ("2026-12-01T19:00", 3))
 
 

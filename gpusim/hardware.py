@@ -176,7 +176,7 @@ class GPUConfig(BaseModel):
     # loaded HBM latency: a miss's round trip grows as hbm_latency_cycles x u / (1 - u) with the
     # DRAM's utilisation u, its bytes over the last this-many cycles over what the peak read rate
     # moves in them (backends/sim/memory.py LoadedLatency). None = the latency does not grow with
-    # load (ideal; off in every named config, docs/validation.md round 13). Checked on
+    # load (the -ideal configs; the others set 8192 since round 15, docs/history.md). Checked on
     # benchmarks/kernels/stream_cols.py at 1 to 396 CTAs.
     hbm_queue_window_cycles: PositiveFloat | None = None
     warp_load_bytes_per_clk: PositiveFloat | None = None

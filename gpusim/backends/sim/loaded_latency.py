@@ -7,7 +7,7 @@ FIFO, and at most the time the misses in flight take to drain (``LoadedLatency``
 
 Measured by: ``benchmarks/loaded_latency.py`` on the H200 (the scale: 740 cycles against the 667 of
 the idle latency) and the streamed tile at 1 to 132 CTAs and 1 to 3 CTAs per SM
-(``micro/val_stream_occ``, docs/validation.md, round 13).
+(``micro/val_stream_occ``, docs/history.md, round 13).
 
 Effect (docs/model.md, ablation "loaded HBM latency" off): median / p90 |error| +0.3 / +4.8 points
 on the recorded points, +0.0 / +4.4 on the held-out points.
@@ -24,7 +24,7 @@ class LoadedLatency:
     over what the peak read rate moves in that time; the wait a request already has in the HBM
     channel's FIFO counts toward it, and no miss waits longer than the misses in flight take to
     drain. The 1 / (1 - u) growth of a queue's response time: measured by the streamed tile at 1 to
-    132 CTAs and 1 to 3 CTAs per SM (docs/validation.md, round 13).
+    132 CTAs and 1 to 3 CTAs per SM (docs/history.md, round 13).
 
     A merged step's bytes count as read evenly over the iterations it stands for (from its issue
     to its issue plus its exposures' latencies), not in one burst, as they are at full fidelity."""

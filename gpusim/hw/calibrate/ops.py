@@ -229,7 +229,7 @@ def measure_overlap(sm_count: int, reps: int = 2048, log=print) -> dict:
     overlap = min(1.0, max(0.0, 1.0 - (times["both_2cta"] - 2 * hi) / (2 * lo)))
     log("overlap: " + ", ".join(f"{k} {v:.1f} us" for k, v in times.items()) + f" -> overlap {overlap:.2f}")
     # recorded, not used: with dependent chains (MODE 4) one CTA alone is latency-bound, and two
-    # CTAs per SM overlap more than any pipe-sharing overlap can express (docs/validation.md)
+    # CTAs per SM overlap more than any pipe-sharing overlap can express (docs/history.md, round 1)
     return {"times_us": times, "tensor_simt_overlap": overlap}
 
 

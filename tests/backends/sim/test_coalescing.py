@@ -1,4 +1,4 @@
-"""The L2 request coalescer (round 11, docs/validation.md): requests from several SMs for the same
+"""The L2 request coalescer (round 11, docs/history.md): requests from several SMs for the same
 lines at once are merged on the way to the L2 slices, which then read only a fraction of the
 sectors the SMs receive. Measured by ncu on ``benchmarks/micro_fidelity.py coalescek``
 (``data/h200/micro/micro_coalescek.json``, ``ncu_coalescek*.csv``): at one CTA per SM

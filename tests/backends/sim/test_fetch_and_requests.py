@@ -1,4 +1,4 @@
-"""Two measured mechanisms of a tile's round trip (round 10, docs/validation.md):
+"""Two measured mechanisms of a tile's round trip (round 10, docs/history.md):
 
 * the L2 fetches 64-byte blocks: a 32-byte read miss brings its neighbour sector too, so a tile of
   32-byte rows walking along its rows finds every second sector present (ncu on the H200:

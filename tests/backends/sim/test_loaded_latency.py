@@ -1,4 +1,4 @@
-"""The HBM's loaded latency (round 13, docs/validation.md): a miss's round trip grows as
+"""The HBM's loaded latency (round 13, docs/history.md): a miss's round trip grows as
 ``hbm_latency x u / (1 - u)`` with the DRAM's utilisation u over the last window, never by more
 than the bytes in flight take to drain, less the wait the request already has in the HBM
 channel's FIFO. Checked by benchmarks/loaded_latency.py on the
@@ -82,7 +82,7 @@ def _stream(cfg, ctas):
 
 def test_a_loaded_gpu_streams_slower_than_the_idle_latency_says():
     cfg = load_gpu("h200")
-    assert cfg.hbm_queue_window_cycles == 8192     # on since round 15 (docs/validation.md)
+    assert cfg.hbm_queue_window_cycles == 8192     # on since round 15 (docs/history.md)
     off = cfg.model_copy(update={"hbm_queue_window_cycles": None})
     # one CTA leaves the DRAM idle: the same time with or without loaded latency
     assert _stream(cfg, 1) == pytest.approx(_stream(off, 1), rel=0.01)
