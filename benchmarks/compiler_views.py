@@ -51,6 +51,9 @@ def main(argv=None) -> int:
             est, comp = times(sc, "estimated", a.jobs, Path(td)), times(sc, "compiled", a.jobs, Path(td))
             d = [(k, comp[k][0] / est[k][0] - 1) for k in est if k in comp]
             ab = [abs(x) * 100 for _, x in d]
+            if not ab:
+                print(f"{sc:40s}   0  (no point ran ok in both views)")
+                continue
             pooled += ab
             out_rows += [{"scenario": sc, "point": " ".join(k), "estimate_us": est[k][0], "compiled_us": comp[k][0],
                           "diff_pct": round(x * 100, 2)} for k, x in d]
