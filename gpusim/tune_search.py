@@ -77,7 +77,10 @@ def search(points: list, bounds: dict, store, jobs: int = 1, margin: float = 0.0
         return not prune or bounds[i] <= best_time(out.rows) * (1 + margin)
 
     try:
-        rest = _run_serial(points, order, keep, done, fn) if jobs <= 1 else _run_pool(points, order, keep, done, jobs, fn)
+        if jobs <= 1:
+            rest = _run_serial(points, order, keep, done, fn)
+        else:
+            rest = _run_pool(points, order, keep, done, jobs, fn)
     finally:
         bar.close()
     out.pruned = rest

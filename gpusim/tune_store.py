@@ -47,6 +47,7 @@ class TuneStore:
         """Append ``point``'s row (flushed and synced: on disk when this returns)."""
         if self.path is None:
             return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         text = point_text({"key": point.key(), "point": point_dict(point), "row": row})
         with open(self.path, "a+b") as f:
             f.seek(0, os.SEEK_END)

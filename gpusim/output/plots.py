@@ -2,9 +2,10 @@
 
 Writes ``plot_<metric>.<fmt>`` and ``plot_<metric>.csv`` for time (µs), achieved TFLOP/s and DRAM
 bytes: one line per (kernel, gpu, other varying parameters and GPU fields); colour tells kernels and
-parameter combinations apart, line style tells GPUs apart. The x axis is a swept parameter or GPU
-field (``gpu.<field>``); a field that moves in step with it (zipped with it) is named in the x label
-rather than splitting the lines. Rows that are not ok are left out and counted in the subtitle. A
+parameter combinations apart, line style tells GPUs apart. The time's 90% prediction interval is
+shaded where there are at most ``MAX_BANDS`` lines (more bands overlap into one shade). The x axis
+is a swept parameter or GPU field (``gpu.<field>``, labelled in its unit: ``units.py``); a field
+that moves in step with it (zipped with it) is named in the x label rather than splitting the lines. Rows that are not ok are left out and counted in the subtitle. A
 run that gets no line plots says why, in one line on stderr.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .points import (constants_line, distinct, dram_bytes, fmt_val, is_number, is_ok, num, param_help, pval,
+from .points import (constants_line, distinct, dram_bytes, fmt_named, fmt_val, is_number, is_ok, num, param_help, pval,
                      series_label, sort_key, sweep_axis, varying, warn)
 from .style import LINESTYLES, color, figure, save, set_log_y, set_x_axis, titles, wrap
 
@@ -23,7 +24,8 @@ METRICS = (
     ("dram_bytes", "DRAM traffic", "DRAM bytes (read + write)", True, dram_bytes),
 )
 MARKERS = "osD^v<>ph*"
-MAX_INSIDE_LEGEND = 8      # more series than this and the legend moves outside the axes, right of it
+MAX_INSIDE_LEGEND = 5      # more series than this and the legend moves outside the axes, right of it
+MAX_BANDS = 3              # interval bands only for this few lines: more overlap into one shade
 
 
 def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
@@ -43,7 +45,7 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
     help_ = param_help(axis)
     xlabel = f"{axis} ({help_})" if help_ else axis
     if tied:
-        xlabel += "\nin step: " + "; ".join(f"{n} = {', '.join(fmt_val(v) for v in tied[n])}" for n in tied)
+        xlabel += "\nin step: " + "; ".join(f"{n} = {', '.join(fmt_named(n, v) for v in tied[n])}" for n in tied)
     subtitle = "\n".join(wrap(x) for x in (constants_line(rows, param_names, skip=(axis,)),
                                            _not_shown(rows, axis)) if x)
     with_kernel = len(distinct(rows, "kernel")) > 1
@@ -66,8 +68,9 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
             continue
         fig = figure(9, 5.4)
         ax = fig.add_subplot()
-        _draw_series(ax, series, style, xpos, bands)
-        set_x_axis(ax, xs_all, categorical)
+        shaded = bands if len(bands) <= MAX_BANDS else {}
+        _draw_series(ax, series, style, xpos, shaded)
+        set_x_axis(ax, xs_all, categorical, lambda v: fmt_named(axis, v))
         if logy:
             set_log_y(ax, "B" if stem == "dram_bytes" else None)
         else:
@@ -76,7 +79,9 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         ax.grid(True, which="minor", alpha=0.12)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" — log scale" if logy else ""))
-        band_note = "shaded: the 90% prediction interval (docs/model.md)" if bands else ""
+        band_note = ("shaded: the 90% prediction interval (docs/model.md)" if shaded else
+                     f"90% prediction intervals: time_us_lo, time_us_hi in results.csv (shaded for up to {MAX_BANDS} "
+                     f"lines)" if bands else "")
         titles(ax, f"{title} vs {axis}", "\n".join(x for x in (subtitle, band_note) if x))
         if len(series) <= MAX_INSIDE_LEGEND:
             ax.legend(fontsize=8.5, loc="best", framealpha=0.9)

@@ -78,6 +78,16 @@ def fmt_val(v) -> str:
     return str(v)
 
 
+def fmt_named(name, v) -> str:
+    """A value of field ``name``: a GPU field (``gpu.<field>``) in its unit ('50 MiB', '3.136 TB/s'),
+    anything else as ``fmt_val``."""
+    if str(name).startswith("gpu."):
+        from .units import fmt_field
+
+        return fmt_field(name, v)
+    return fmt_val(v)
+
+
 def compact(v) -> str:
     """2^26 instead of 67108864 for large powers of two."""
     return f"2^{v.bit_length() - 1}" if is_pow2(v) and v >= 1 << 16 else fmt_val(v)
@@ -155,7 +165,7 @@ def series_label(r, varying_names, with_kernel: bool) -> str:
         v = pval(r.get(n, ""))
         if v == "":
             continue
-        parts.append(str(v) if n == "gpu" else f"{n}={fmt_val(v)}")
+        parts.append(str(v) if n == "gpu" else f"{n}={fmt_named(n, v)}")
     return " ".join(parts) or str(r.get("kernel", ""))
 
 
@@ -179,7 +189,7 @@ def constants_line(rows, names, skip=()) -> str:
         if n in skip or len(vals) != 1:
             continue
         takers = tuple(distinct([r for r in rows if pval(r.get(n, "")) != ""], "kernel"))
-        item = f"{n}={fmt_val(vals[0])}"
+        item = f"{n}={fmt_named(n, vals[0])}"
         if len(takers) == n_kernels:
             common.append(item)
         else:

@@ -55,10 +55,12 @@ def color(i: int, n: int):
 
 
 def plain_log_formatter():
-    """Tick labels 0.5, 2, 300 instead of matplotlib's 10^x on a log axis."""
+    """Tick labels 0.5, 2, 300, 20,000 instead of matplotlib's 10^x (or 2e+04) on a log axis."""
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda v, _: f"{v:g}")
+    from .units import plain
+
+    return FuncFormatter(lambda v, _: plain(v))
 
 
 def null_formatter():
@@ -75,14 +77,15 @@ def eng_log_axis(axis, unit):
     axis.set_minor_formatter(null_formatter())
 
 
-def set_x_axis(ax, xs_all, categorical: bool):
-    """Ticks at the swept values: log2 for powers of two ($2^{20}$ once they get long), log10 for wide
-    ranges, one tick per category otherwise; at most ~12 labelled ticks."""
+def set_x_axis(ax, xs_all, categorical: bool, fmt=fmt_val):
+    """Ticks at the swept values: log2 for powers of two ($2^{20}$ once they get long, unless ``fmt``
+    gives them a unit), log10 for wide ranges, one tick per category otherwise; at most ~12
+    labelled ticks, each labelled by ``fmt``."""
     from matplotlib.ticker import NullLocator
 
     if categorical:
         ax.set_xticks(range(len(xs_all)))
-        ax.set_xticklabels([fmt_val(v) for v in xs_all])
+        ax.set_xticklabels([fmt(v) for v in xs_all])
         return
     pow2 = len(xs_all) > 1 and all(is_pow2(v) for v in xs_all)
     big = max(xs_all) >= 100000
@@ -92,10 +95,10 @@ def set_x_axis(ax, xs_all, categorical: bool):
         ax.set_xscale("log")
     ticks = xs_all if len(xs_all) <= 12 else xs_all[::math.ceil(len(xs_all) / 12)]
     ax.set_xticks(ticks)
-    if pow2 and big:
+    if pow2 and big and fmt is fmt_val:
         ax.set_xticklabels([f"$2^{{{int(v).bit_length() - 1}}}$" for v in ticks])
     else:
-        ax.set_xticklabels([fmt_val(v) for v in ticks])
+        ax.set_xticklabels([fmt(v) for v in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
 
 

@@ -52,3 +52,24 @@ def test_nothing_swept_means_no_line_plots(attention, tmp_path):
     sc, rows, _, _ = attention
     assert plots.line_plots(tmp_path, rows[:1], sc.param_names) == []
     assert plots.line_plots(tmp_path, [dict(r, status="infeasible") for r in rows], sc.param_names) == []
+
+
+def _band_rows(n_lines):
+    return [{"gpu": "h100", "kernel": "attention_flash", "seq_len": n, "BLOCK_M": bm, "status": "ok",
+             "time_us": n / bm, "time_us_lo": n / bm * 0.7, "time_us_hi": n / bm * 1.5}
+            for bm in (16, 32, 64, 128, 256)[:n_lines] for n in (256, 512, 1024, 2048, 4096, 8192)]
+
+
+def test_interval_bands_only_where_few_lines(tmp_path):
+    import matplotlib
+
+    from gpusim.output import plots as P
+
+    for n_lines, shaded in ((3, True), (5, False)):
+        d = tmp_path / str(n_lines)
+        d.mkdir()
+        with matplotlib.rc_context({"svg.fonttype": "none"}):
+            P.line_plots(d, _band_rows(n_lines), ["seq_len", "BLOCK_M"], fmt="svg", sweep_order=["seq_len"])
+        text = (d / "plot_time_us.svg").read_text()
+        assert ("shaded: the 90% prediction interval" in text) == shaded
+        assert ("time_us_lo, time_us_hi in results.csv" in text) == (not shaded)

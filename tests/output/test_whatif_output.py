@@ -39,11 +39,17 @@ def test_table_has_a_column_per_gpu_field_and_tells_rows_apart():
     head = lines[0].split()
     assert head[:6] == ["gpu", "kernel", "num_stages", "gpu.sram_bytes_per_sm", "gpu.sram_bytes_per_cta_max",
                         "gpu.l2_bytes"]
-    body = [line.split()[:6] for line in lines[2:2 + len(rows)]]
-    assert len({tuple(b) for b in body}) == len(rows)              # no row looks like another
-    assert body[0] == ["h100", "matmul", "2", "131072", "101376", "4194304"]
+    end = lines[0].index("gpu.l2_bytes") + len("gpu.l2_bytes")
+    body = [line[:end] for line in lines[2:2 + len(rows)]]
+    assert len(set(body)) == len(rows)                             # no row looks like another
+    # each field in its unit, with its ratio to the first row's value where it varies
+    assert body[0].split() == ["h100", "matmul", "2", "128", "KiB", "(1.00x)", "99", "KiB", "(1.00x)", "4", "MiB",
+                               "(1.00x)"]
+    assert "228 KiB (1.78x)" in lines[-3] and "50 MiB (12.5x)" in lines[-2]
+    # the time against the first row's: the baseline of the what-if
+    assert "vs row 1" in lines[0] and " 1.00x " in lines[2] and f" {22.0 / 30.0:.2f}x " in lines[2 + len(rows) - 2]
     one = run_table([dict(rows[0], **{"gpu.hbm_read_bandwidth_bytes_per_s": 2e12})], ["num_stages"])
-    assert "gpu.hbm_read_bandwidth_bytes_per_s" in one and " 2000000000000 " in one   # a --set field too
+    assert "gpu.hbm_read_bandwidth_bytes_per_s" in one and " 2 TB/s " in one   # a --set field too, no ratio
 
 
 def test_zipped_gpu_fields_are_the_axis_and_the_other_fields_the_lines(tmp_path, monkeypatch):
@@ -54,12 +60,13 @@ def test_zipped_gpu_fields_are_the_axis_and_the_other_fields_the_lines(tmp_path,
     with open(tmp_path / "plot_time_us.csv") as f:
         table = list(csv.reader(f))
     # x: the first swept field; every other varying field splits the lines, none collapsed
-    assert table[0] == ["gpu.sram_bytes_per_sm", "num_stages=2 gpu.l2_bytes=4194304", "num_stages=3 gpu.l2_bytes=4194304",
-                        "num_stages=2 gpu.l2_bytes=52428800", "num_stages=3 gpu.l2_bytes=52428800"]
+    assert table[0] == ["gpu.sram_bytes_per_sm", "num_stages=2 gpu.l2_bytes=4 MiB", "num_stages=3 gpu.l2_bytes=4 MiB",
+                        "num_stages=2 gpu.l2_bytes=50 MiB", "num_stages=3 gpu.l2_bytes=50 MiB"]
     assert [r[0] for r in table[1:]] == ["131072", "233472"]
     assert float(table[1][1]) == 30.0 and float(table[2][4]) == 23.0
     text = (tmp_path / "plot_time_us.svg").read_text()
-    assert "in step: gpu.sram_bytes_per_cta_max = 101376, 232448" in text      # the zipped partner, named
+    assert "in step: gpu.sram_bytes_per_cta_max = 99 KiB, 227 KiB" in text      # the zipped partner, in its unit
+    assert ">128 KiB<" in text and ">228 KiB<" in text                         # the x ticks too
     assert "Time vs gpu.sram_bytes_per_sm" in text
 
 
