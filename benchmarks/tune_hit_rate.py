@@ -1,6 +1,6 @@
 """How well gpusim's ranking picks tile configs: every recorded and held-out H200 tile sweep.
 
-For each validation.csv under data/h200/val_* and data/h200/heldout/val_*,
+For each validation.csv.gz under data/h200/val_* and data/h200/heldout/val_*,
 the measured points (scope "point", status ok) are grouped by the file's ``group`` column (the
 point's kernel and shape: everything except the tile, warp and stage parameters). A group with
 at least two configs is a tuning problem. For each group:
@@ -19,7 +19,7 @@ import os
 
 import pandas as pd
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "validation", "h200")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "h200")
 
 
 def groups(path):
@@ -42,7 +42,7 @@ def score(g, tol):
 def table(tol):
     rows = []
     for kind, pattern in (("recorded", "val_*"), ("held-out", os.path.join("heldout", "val_*"))):
-        for path in sorted(glob.glob(os.path.join(ROOT, pattern, "validation.csv"))):
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern, "validation.csv.gz"))):
             for g in groups(path):
                 rows.append(dict(set=kind, sweep=os.path.basename(os.path.dirname(path)), **score(g, tol)))
     return pd.DataFrame(rows)

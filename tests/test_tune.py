@@ -271,3 +271,32 @@ def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, mon
     monkeypatch.setattr("gpusim.tune.rank", lambda *a, **k: pytest.fail("simulated before checking --out"))
     assert main(["tune", "matmul", "--out", str(f)]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_every_finished_config_and_the_rerun_resumes(tmp_path):
+    """gpusim tune in a subprocess, interrupted with SIGINT once some configs are saved: exit 130,
+    one line, the saved configs kept; the same command then simulates only the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "gpusim", "tune", "matmul", "--set", "M=1024", "N=1024", "K=1024",
+            "--space", "BLOCK_K=[32,64]", "num_stages=[2,3]", "--jobs", "2", "--out", str(tmp_path)]
+    env = dict(os.environ, GPUSIM_RESOURCES="estimated")
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    saved = tmp_path / FILE
+    deadline = time.time() + 300
+    while time.time() < deadline and (not saved.exists() or len(saved.read_text().splitlines()) < 3):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "interrupted; finished points are saved" in err and "Traceback" not in err
+    kept = len(saved.read_text().splitlines())
+    assert kept >= 3
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"({kept} saved from an earlier run)" in done.stdout
