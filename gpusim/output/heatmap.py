@@ -150,16 +150,8 @@ def _panel(ax, rs, panel_title, norm, fastest=None) -> list:
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fc="white", ec="#ccc"))
                 ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="#999")
             elif np.isfinite(grid[i, j]):
-                rgba = im.cmap(norm(grid[i, j]))
-                lum = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2]       # Rec. 601 luma: pick black/white text
-                is_best = (i, j) == best and (fastest is None or grid[i, j] <= fastest)
-                ink = "black" if lum > 0.5 else "white"
-                won = r.get(WON)
-                ax.text(j, i - (0.13 if won else 0), ("★ " if is_best else "") + fmt_us(grid[i, j]), ha="center",
-                        va="center", fontsize=10 if is_best else 9, fontweight="bold" if is_best else "normal",
-                        color=ink)
-                if won:     # the winning values of the other fields, smaller, under the time
-                    ax.text(j, i + 0.2, won, ha="center", va="center", fontsize=7, color=ink)
+                star = (i, j) == best and (fastest is None or grid[i, j] <= fastest)
+                _time_cell(ax, i, j, grid[i, j], im.cmap(norm(grid[i, j])), star, r.get(WON))
             else:
                 status = str(r.get("status", ""))
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fc=INFEASIBLE_FC, ec=INFEASIBLE_EC, hatch="///",
@@ -191,6 +183,16 @@ def _panel(ax, rs, panel_title, norm, fastest=None) -> list:
     ax.set_ylabel("BLOCK_M (query rows / C rows per CTA)")
     ax.set_title(wrap(panel_title, 80), fontsize=9.5, color="#333")
     return reasons
+
+
+def _time_cell(ax, i, j, t: float, rgba, star: bool, won: str | None):
+    """A cell's time in plain microseconds (starred when it is the fastest), in black or white by
+    the cell colour's Rec. 601 luma, and the winning values of the other fields under it."""
+    ink = "black" if 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] > 0.5 else "white"
+    ax.text(j, i - (0.13 if won else 0), ("★ " if star else "") + fmt_us(t), ha="center", va="center",
+            fontsize=10 if star else 9, fontweight="bold" if star else "normal", color=ink)
+    if won:
+        ax.text(j, i + 0.2, won, ha="center", va="center", fontsize=7, color=ink)
 
 
 def _legend(fig, axes, reasons):

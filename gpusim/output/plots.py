@@ -79,10 +79,7 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         ax.grid(True, which="minor", alpha=0.12)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + (" — log scale" if logy else ""))
-        band_note = ("shaded: the 90% prediction interval (docs/model.md)" if shaded else
-                     f"90% prediction intervals: time_us_lo, time_us_hi in results.csv (shaded for up to {MAX_BANDS} "
-                     f"lines)" if bands else "")
-        titles(ax, f"{title} vs {axis}", "\n".join(x for x in (subtitle, band_note) if x))
+        titles(ax, f"{title} vs {axis}", "\n".join(x for x in (subtitle, _band_note(bands, shaded)) if x))
         if len(series) <= MAX_INSIDE_LEGEND:
             ax.legend(fontsize=8.5, loc="best", framealpha=0.9)
         else:
@@ -90,6 +87,13 @@ def line_plots(out: Path, rows, param_names, fmt="png", sweep_order=()) -> list:
         written.append(save(fig, out, f"plot_{stem}", fmt))
         written.append(write_pivot(Path(out) / f"plot_{stem}.csv", axis, xs_all, series))
     return written
+
+
+def _band_note(bands: dict, shaded: dict) -> str:
+    if shaded:
+        return "shaded: the 90% prediction interval (docs/model.md)"
+    return (f"90% prediction intervals: time_us_lo, time_us_hi in results.csv (shaded for up to {MAX_BANDS} lines)"
+            if bands else "")
 
 
 def no_line_plots(rows, param_names, sweep_order=()) -> str:
