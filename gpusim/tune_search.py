@@ -43,7 +43,11 @@ def bounds_of(points: list, build) -> tuple:
         except ValueError as e:
             errors[i] = {"status": "error", "reason": str(e).splitlines()[0] if str(e) else type(e).__name__}
             continue
-        b = lower_bound(wl, cfg)
+        try:
+            b = lower_bound(wl, cfg)
+        except Exception:       # no bound for this config: it is simulated, never pruned
+            bounds[i] = 0.0
+            continue
         if b.infeasible:
             infeasible[i] = b.infeasible
         else:

@@ -90,7 +90,7 @@ def roofs(cfg, dtypes) -> tuple:
     top = max(list(tensor) + [cfg.fp32_flops_per_s])
     slopes = [(hbm, HBM_COLOR, f"HBM  {fmt_rate(hbm, 'B/s')}  (ridge {top / hbm:.0f} FLOP/B)"),
               (l2, L2_COLOR, f"L2  {fmt_rate(l2, 'B/s')}"),
-              (sram, SRAM_COLOR, f"on-chip load: {cfg.sm_count} SMs × {cfg.sm_load_bytes_per_clk:g} B/clk × "
+              (sram, SRAM_COLOR, f"on-chip load: {cfg.sm_count} SMs × {cfg.sm_load_bytes_per_clk:.4g} B/clk × "
                                  f"{cfg.clock_hz / 1e9:.2f} GHz = {fmt_rate(sram, 'B/s')}")]
     return slopes, tensor, top
 
