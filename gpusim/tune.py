@@ -215,8 +215,8 @@ def count_configs(space: dict) -> int:
     return math.prod(len(v) for v in space.values())
 
 
-CSV_COLUMNS = ("time_us", "time_us_lo", "time_us_hi", "overlaps_best", "tflops", "bound", "lower_bound_us", "status",
-               "reason")
+CSV_COLUMNS = ("time_us", "time_us_lo", "time_us_hi", "time_us_sim", "overlaps_best", "tflops", "bound", "lower_bound_us",
+               "status", "reason")
 
 
 def write_csv(ranking, out) -> str:

@@ -7,6 +7,9 @@ bounds, on ``jobs`` processes; a config is pruned, never simulated, when its bou
 simulated time so far by more than ``margin``. Since no config is faster than its bound, a pruned
 config is more than ``margin`` slower than the best: the best config and every config within
 ``margin`` of it are always simulated, so the ranking's head is that of simulating every config.
+The bound bounds the simulated (mechanistic) time, so the search compares it with that time
+(``time_us_sim`` where a row's ``time_us`` is calibrated): a ranking by a calibrated time keeps
+this guarantee while the calibration factors of one kernel's configs differ by less than ``margin``.
 
 Each simulated config is saved as it finishes (``tune_store.py``) and served on a re-run.
 """
@@ -55,8 +58,16 @@ def bounds_of(points: list, build) -> tuple:
     return bounds, infeasible, errors
 
 
+def mechanistic(row: dict):
+    """The simulated (mechanistic) time of a results row, which the lower bound bounds: its
+    ``time_us_sim`` where the row has one (``time_us`` is then calibrated), else ``time_us``."""
+    t = row.get("time_us_sim")
+    return t if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 else row.get("time_us")
+
+
 def best_time(rows: dict) -> float:
-    times = [r.get("time_us") for r in rows.values() if r.get("status") == "ok"]
+    """The best mechanistic time of the ok rows (inf when none)."""
+    times = [mechanistic(r) for r in rows.values() if r.get("status") == "ok"]
     times = [t for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
     return min(times) if times else float("inf")
 
