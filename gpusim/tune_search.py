@@ -7,9 +7,10 @@ bounds, on ``jobs`` processes; a config is pruned, never simulated, when its bou
 simulated time so far by more than ``margin``. Since no config is faster than its bound, a pruned
 config is more than ``margin`` slower than the best: the best config and every config within
 ``margin`` of it are always simulated, so the ranking's head is that of simulating every config.
-The bound bounds the simulated (mechanistic) time, so the search compares it with that time
-(``time_us_sim`` where a row's ``time_us`` is calibrated): a ranking by a calibrated time keeps
-this guarantee while the calibration factors of one kernel's configs differ by less than ``margin``.
+The bound bounds the simulated (mechanistic) time; where a row's ``time_us`` is calibrated, the
+threshold is divided by the least calibration factor seen (``prune_above``), so the guarantee
+holds for the calibrated ranking while the pruned configs' factors are no lower than the
+simulated ones'.
 
 Each simulated config is saved as it finishes (``tune_store.py``) and served on a re-run.
 """
@@ -58,18 +59,24 @@ def bounds_of(points: list, build) -> tuple:
     return bounds, infeasible, errors
 
 
-def mechanistic(row: dict):
-    """The simulated (mechanistic) time of a results row, which the lower bound bounds: its
-    ``time_us_sim`` where the row has one (``time_us`` is then calibrated), else ``time_us``."""
-    t = row.get("time_us_sim")
-    return t if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 else row.get("time_us")
+def _num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 else None
 
 
-def best_time(rows: dict) -> float:
-    """The best mechanistic time of the ok rows (inf when none)."""
-    times = [mechanistic(r) for r in rows.values() if r.get("status") == "ok"]
-    times = [t for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
-    return min(times) if times else float("inf")
+def prune_above(rows: dict, margin: float) -> float:
+    """The lower bound above which a config is pruned: the best ranked time x (1 + margin), over
+    the least ratio of ranked to simulated time seen (1 without calibration; ``time_us_sim`` is
+    the simulated time where ``time_us`` is calibrated), so that a pruned config's ranked time,
+    at least its bound times that ratio, is more than ``margin`` above the best (inf when no row
+    is ok yet)."""
+    best, least = float("inf"), 1.0
+    for r in rows.values():
+        t = _num(r.get("time_us")) if r.get("status") == "ok" else None
+        if t is None:
+            continue
+        sim = _num(r.get("time_us_sim")) or t
+        best, least = min(best, t), min(least, t / sim)
+    return best * (1 + margin) / least
 
 
 def search(points: list, bounds: dict, store, jobs: int = 1, margin: float = 0.05, prune: bool = True,
@@ -89,7 +96,7 @@ def search(points: list, bounds: dict, store, jobs: int = 1, margin: float = 0.0
         bar.update()
 
     def keep(i) -> bool:
-        return not prune or bounds[i] <= best_time(out.rows) * (1 + margin)
+        return not prune or bounds[i] <= prune_above(out.rows, margin)
 
     try:
         if jobs <= 1:

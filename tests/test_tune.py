@@ -302,3 +302,15 @@ def test_ctrl_c_keeps_every_finished_config_and_the_rerun_resumes(tmp_path):
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert f"({kept} saved from an earlier run)" in done.stdout
+
+
+def test_a_calibrated_ranking_widens_the_pruning_threshold():
+    from gpusim.tune_search import prune_above
+
+    plain = {0: {"status": "ok", "time_us": 10.0}, 1: {"status": "ok", "time_us": 12.0}, 2: {"status": "error"}}
+    assert prune_above(plain, 0.05) == pytest.approx(10.5)
+    # calibrated rows: 9.0 ranked (simulated 10.0) and 9.6 (simulated 12.0, factor 0.8): a pruned config's
+    # ranked time is at least 0.8 x its bound, so only bounds above 9.0 x 1.05 / 0.8 are pruned
+    cal = {0: {"status": "ok", "time_us": 9.0, "time_us_sim": 10.0}, 1: {"status": "ok", "time_us": 9.6, "time_us_sim": 12.0}}
+    assert prune_above(cal, 0.05) == pytest.approx(9.0 * 1.05 / 0.8)
+    assert prune_above({}, 0.05) == float("inf")
