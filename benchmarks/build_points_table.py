@@ -1,13 +1,17 @@
-"""Build the tidy table of every point recorded on the H200: data/h200_points.csv.gz.
+"""Build the tidy table of every point recorded on a GPU: data/points.csv.gz (the ``gpu`` column names
+the config the point is predicted with, ``device`` the GPU it ran on).
 
-One row per recorded point, from every ``data/h200/**/validation.json.gz`` (the recorded scenarios
+Rows of the calibration recorder (``benchmarks/record_points.py``), kept as
+``data/<gpu>/recorded/*.jsonl.gz``, one row per point: scenario file, set (``train`` or
+``heldout``), parameters, measured time, check. Rows of ``gpusim validate``: from every
+``data/h200/**/validation.json.gz`` (the recorded scenarios
 ``val_*``, the held-out ``heldout/val_*`` and the microbenchmarks ``micro/val_*``), with the
 prediction stored when the scenario was last re-baselined (``validation.csv.gz`` beside it) and
 where that prediction came from (``data/h200/provenance.json``: round, commit, model, resources view;
 derived once from git history when the records left docs/validation/h200: the commit that added
 each validation.json, the last one that rewrote its validation.csv, and that commit's message).
 
-usage: python benchmarks/build_points_table.py [--root data/h200] [--out data/h200_points.csv.gz]
+usage: python benchmarks/build_points_table.py [--root data/h200] [--out data/points.csv.gz]
 """
 from __future__ import annotations
 
@@ -88,12 +92,43 @@ def build(root: Path) -> pd.DataFrame:
     return df
 
 
+GPU_OF_DEVICE = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
+
+
+def recorder_rows(data: Path) -> list:
+    """Rows of every ``data/<gpu>/recorded/*.jsonl.gz`` (benchmarks/record_points.py's output)."""
+    import gzip
+
+    out = []
+    for f in sorted(data.glob("*/recorded/*.jsonl.gz")):
+        with gzip.open(f, "rt") as fh:
+            for line in fh:
+                r = json.loads(line)
+                p = r["params"]
+                gpu = next((g for k, g in GPU_OF_DEVICE if k in r["device"]), f.parent.parent.name)
+                rnd = r["scenario"].rsplit("round", 1)[-1].split(".")[0] if "round" in r["scenario"] else \
+                    r["scenario"].rsplit("_r", 1)[-1].split("_")[0]
+                out.append({"scenario": r["scenario"], "set": r["set"], "round": int(rnd) if rnd.isdigit() else None,
+                            "point": r["point"], "kernel": r["kernel"], "params": json.dumps(p, sort_keys=True),
+                            "dtype": p.get("dtype"), "num_warps": p.get("num_warps"), "num_stages": p.get("num_stages"),
+                            "gpu": gpu, "device": r["device"], "measured_us": r.get("measured_us"),
+                            "timing_method": r["timing_method"], "triton": r["triton"], "torch": r["torch"],
+                            "cuda": r["cuda"], "recorded_at": r["recorded_at"], "status": r["status"],
+                            "check": r.get("check"), "max_rel_err": r.get("max_rel_err"), "tolerance": r.get("tolerance")})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(ROOT / "data" / "h200"))
-    ap.add_argument("--out", default=str(ROOT / "data" / "h200_points.csv.gz"))
+    ap.add_argument("--out", default=str(ROOT / "data" / "points.csv.gz"))
     args = ap.parse_args(argv)
     df = build(Path(args.root))
+    extra = recorder_rows(ROOT / "data")
+    if extra:
+        df = pd.concat([df, pd.DataFrame(extra, columns=COLUMNS)], ignore_index=True)
+        for c in ("round", "num_warps", "num_stages"):
+            df[c] = df[c].astype("Int64")
     df.to_csv(args.out, index=False, compression={"method": "gzip", "mtime": 0}, float_format="%.6g")
     print(f"wrote {args.out}: {len(df)} points ({', '.join(f'{k} {v}' for k, v in df['set'].value_counts().items())})")
     return 0

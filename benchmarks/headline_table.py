@@ -1,11 +1,11 @@
 """The headline accuracy table of docs/validation.md, from the stored predictions in
-data/h200_points.csv.gz (no simulation): per set (recorded, held-out) and kernel family, the
+data/points.csv.gz (no simulation): per set (recorded, held-out) and kernel family, the
 points, median and p90 |time error|, the signed bias (mean signed error), and over the tile sweeps
 (points of one scenario that differ only in tiles, warps or stages, at least 3 of them) the median
 Spearman rank correlation and the mean and worst loss of the predicted-best config against the
 measured best.
 
-usage: python benchmarks/headline_table.py [--table data/h200_points.csv.gz] [--view estimated]
+usage: python benchmarks/headline_table.py [--table data/points.csv.gz] [--view estimated]
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def markdown(df: pd.DataFrame, view: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--table", default=str(ROOT / "data" / "h200_points.csv.gz"))
+    ap.add_argument("--table", default=str(ROOT / "data" / "points.csv.gz"))
     ap.add_argument("--view", default="estimated", choices=("estimated", "compiled"))
     args = ap.parse_args(argv)
     print(markdown(pd.read_csv(args.table), args.view))

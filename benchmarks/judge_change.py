@@ -5,7 +5,7 @@ with this checkout, and compare two such tables per family and set (median and p
     (in a checkout of the commit before:  ... predict --every 2 --out /tmp/before.csv)
     python benchmarks/judge_change.py compare /tmp/before.csv /tmp/after.csv
 
-The points are those of data/h200_points.csv.gz (recorded, held-out and micro alike), in table order,
+The points are those of data/points.csv.gz (recorded, held-out and micro alike), in table order,
 so two checkouts with the same table predict the same points, on ``--gpu`` (configs/h200.yaml by
 default: the table's older rows name it by an earlier name) with the resources view of the environment.
 """
@@ -35,7 +35,7 @@ def _predict(job):
 
 
 def predict(every: int, families: list, out: str, jobs: int, gpu: str) -> None:
-    pts = pd.read_csv(ROOT / "data" / "h200_points.csv.gz")
+    pts = pd.read_csv(ROOT / "data" / "points.csv.gz")
     sel = pts[pts["kernel"].isin(families)].iloc[::every]
     work = [(r.kernel, json.loads(r.params), gpu) for r in sel.itertuples()]
     with ProcessPoolExecutor(jobs) as ex:

@@ -1,7 +1,7 @@
 """Choose the pinned points of the regression test and write their predictions once:
 tests/data/pinned_predictions.csv.
 
-From data/h200_points.csv.gz (recorded and held-out points whose stored prediction is the
+From data/points.csv.gz (recorded and held-out points whose stored prediction is the
 estimated-resources one), per kernel family: the points at fixed quantiles of the stored signed
 error, among the half that simulated quicker when recorded. Each is simulated with this checkout on configs/h200.yaml
 with estimated resources (GPUSIM_RESOURCES=estimated, what the tests pin) and written with the
@@ -45,7 +45,7 @@ def choose(df: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--table", default=str(ROOT / "data" / "h200_points.csv.gz"))
+    ap.add_argument("--table", default=str(ROOT / "data" / "points.csv.gz"))
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "pinned_predictions.csv"))
     args = ap.parse_args(argv)
     if os.environ.get("GPUSIM_RESOURCES") != "estimated":
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         p = simulate_point(r.kernel, json.loads(r.params), cfg)
         secs.append(round(time.time() - t0, 2))
-        pinned.append(p.get("total_us"))
+        pinned.append(p.get("sim_us"))
         print(f"{r.scenario}[{r.point}] {r.kernel}: stored {r.stored_predicted_us:.6g}, now {p.get('total_us')} "
               f"[{secs[-1]} s]", flush=True)
     out = picks[["scenario", "point", "kernel", "params", "measured_us", "stored_predicted_us"]].copy()

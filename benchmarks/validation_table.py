@@ -8,7 +8,7 @@ usage: python benchmarks/validation_table.py [--gpu configs/h200.yaml] [--jobs 2
        [DIR ...]        (default: data/h200/val_* and data/h200/heldout/val_*)
 Set GPUSIM_RESOURCES=compiled (triton installed) or estimated to choose where registers and the
 instruction mix come from. Each scenario's last column counts the points whose prediction moved by
-more than 0.5% from the one stored in data/h200_points.csv.gz with the same resources view;
+more than 0.5% from the one stored in data/points.csv.gz with the same resources view;
 --check exits 1 when any did (the full regression check: with GPUSIM_RESOURCES=estimated every
 stored prediction of the round-17 model should hold).
 """
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when a stored prediction moved by more than 0.5%%")
     args = ap.parse_args(argv)
     rec = ROOT / "data" / "h200"
-    table = pd.read_csv(rec.parent / "h200_points.csv.gz")
+    table = pd.read_csv(rec.parent / "points.csv.gz")
     table = table[table["stored_prediction_view"] == os.environ.get("GPUSIM_RESOURCES")]     # like with like
     stored = dict(zip(zip(table["scenario"], table["point"]), table["stored_predicted_us"]))
     moved_total = 0

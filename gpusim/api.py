@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import intervals, physics, precheck
+from . import calibration as calib, intervals, physics, precheck
 from .backends import numpy_exec
 from .backends.sim.cost import InfeasibleError, occupancy
 from .compiler import view_of
@@ -60,12 +60,13 @@ def _check_work(workload: ir.Workload) -> tuple:
 
 
 def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = "fast", timeline: bool = False,
-                      check="auto", seed: int = 0, max_work: float | None = None) -> Result:
+                      check="auto", seed: int = 0, max_work: float | None = None, calibration: str = "on") -> Result:
     """Time ``workload`` on ``cfg``; ``sim_wall_s`` is the wall time of the timing simulation (the
     numpy check, when it runs, is not included). ``infeasible`` without simulating when it cannot
     run (HBM capacity, Triton tile rules, per-CTA limits); ``precheck.WorkLimitError`` when the
     estimated work exceeds ``max_work`` (see ``precheck``)."""
     _check_arg(check)
+    calib.check_mode(calibration)
     precheck.check_options(check, fidelity, max_work)
     t_wall = time.perf_counter()
     params = dict(workload.params)
@@ -110,9 +111,9 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
         err = numpy_exec.check(workload, seed)
     status, reason = check_status(params, err)
     kind, note = intervals.config_kind(cfg)
-    return physics.judge(Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
-                                timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note,
-                                **common), workload, cfg)
+    r = Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
+               timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note, **common)
+    return physics.judge(calib.apply(r, cfg, calibration), workload, cfg)
 
 
 def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,
@@ -164,7 +165,8 @@ def _auto_ok(workload) -> bool:
 
 
 def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto", fidelity: str = "fast",
-             timeline: bool = False, seed: int = 0, max_work: float | None = None, **params) -> Result:
+             timeline: bool = False, seed: int = 0, max_work: float | None = None, calibration: str = "on",
+             **params) -> Result:
     """Build ``kernel`` (a Kernel, a built-in name, ``file.py:name`` or ``module:name``) with
     ``params`` and time it on ``gpu``. An unknown parameter raises KernelParamError; a point whose
     estimated work exceeds ``max_work`` raises ``precheck.WorkLimitError``.
@@ -184,4 +186,4 @@ def simulate(kernel: str | Kernel, gpu: str | GPUConfig = "h100", *, check="auto
     except ValueError as e:
         return Result(cfg.name, k.name, p, "error", str(e))
     return simulate_workload(workload, cfg, fidelity=fidelity, timeline=timeline, check=check, seed=seed,
-                             max_work=max_work)
+                             max_work=max_work, calibration=calibration)

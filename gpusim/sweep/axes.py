@@ -127,6 +127,6 @@ def expand(model) -> list:
             where = f"sweep.{cross[0]}" if cross[0] in model.sweep else f"params.{cross[0]}"
             raise field_error(where, f"{kernel}: {cross[1]}")
         points.append(Point(gpu, kernel, resolved, model.check, model.fidelity, cfg, h, ov, model.max_work,
-                            *refs[kernel]))
+                            *refs[kernel], calibration=model.calibration))
     bar.close()
     return points

@@ -33,6 +33,7 @@ class Point:
     max_work: float | None = field(default=None, compare=False)   # precheck's limit: refuses, never changes numbers
     kernel_ref: str = ""          # what simulate() is given: a kernel file's absolute path:name ("" = kernel)
     kernel_hash: str = ""         # hash of a kernel file's text ("" for built-ins, covered by the code hash)
+    calibration: str = "on"       # on | off: the learned correction (its data file is in the code hash)
 
     def key(self) -> str:
         from .. import __version__
@@ -50,6 +51,8 @@ def point_dict(pt: Point) -> dict:
     d = {"gpu": pt.gpu, "kernel": pt.kernel, "params": pt.params, "check": pt.check, "fidelity": pt.fidelity}
     if pt.gpu_overrides:
         d["gpu_overrides"] = pt.gpu_overrides
+    if pt.calibration != "on":
+        d["calibration"] = pt.calibration
     return d
 
 
@@ -84,13 +87,19 @@ def check_record(text: str) -> tuple:
     return d, None
 
 
+def _calibration(point: Point) -> str:
+    """A what-if point (GPU fields overridden, the sweep's unchanged value included) takes the
+    transferred calibration, so one sweep's points share one factor (gpusim.calibration)."""
+    return "transferred" if point.calibration == "on" and point.gpu_overrides else point.calibration
+
+
 def run_point(point: Point, timeline: bool = False):
     """Simulate one point; never raises: failures become status=error rows."""
     from ..api import simulate
 
     try:
         r = simulate(point.kernel_ref or point.kernel, point.config or point.gpu, check=point.check, fidelity=point.fidelity,
-                     timeline=timeline, max_work=point.max_work, **point.params)
+                     timeline=timeline, max_work=point.max_work, calibration=_calibration(point), **point.params)
     except Exception as e:  # a failing point is recorded and the sweep goes on
         msg = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
         return {"status": "error", "reason": msg}, [], None

@@ -77,6 +77,9 @@ class ScenarioFile(BaseModel):
                         "such mappings) pairs equally long lists value by value, as one axis of the product")
     check: Literal["auto"] | bool = Field("auto", description="compare against the numpy executor")
     fidelity: Literal["fast", "full"] = Field("fast", description="fast samples CTAs; full simulates all")
+    calibration: Literal["on", "off", "transferred"] = Field(
+        "on", description="on: the learned correction over the mechanistic time (docs/validation.md); off: the "
+                          "mechanistic model alone; transferred: the correction every config shares")
     max_work: float | None = Field(None, gt=0, description="work limit of one point (see gpusim.precheck); "
                                                          "raise it for larger points")
     gpu_overrides: dict[str, Any] = Field({}, description="GPU config fields to change for every point "

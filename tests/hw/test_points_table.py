@@ -1,6 +1,7 @@
-"""The tidy table of every point recorded on the H200 (data/h200_points.csv.gz, written by
-benchmarks/build_points_table.py from data/h200/**/validation.json.gz): it loads, has one row per
-recorded point with the documented columns, and agrees with the recorded data it was built from."""
+"""The tidy table of every point recorded on a GPU (data/points.csv.gz, written by
+benchmarks/build_points_table.py from data/h200/**/validation.json.gz and the recorder's
+data/<gpu>/recorded/*.jsonl.gz): it loads, has one row per recorded point with the documented
+columns, and agrees with the recorded data it was built from."""
 import importlib.util
 import json
 from pathlib import Path
@@ -10,7 +11,7 @@ import pandas as pd
 from gpusim.hw.validate.rows import load_validation
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = ROOT / "data" / "h200_points.csv.gz"
+TABLE = ROOT / "data" / "points.csv.gz"
 spec = importlib.util.spec_from_file_location("build_points_table", ROOT / "benchmarks" / "build_points_table.py")
 build_points_table = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build_points_table)
@@ -20,11 +21,21 @@ def test_table_loads_with_its_columns():
     df = pd.read_csv(TABLE)
     assert list(df.columns) == build_points_table.COLUMNS
     assert len(df) >= 1000
-    assert set(df["set"]) == {"recorded", "heldout", "micro"}
-    assert df[["scenario", "point"]].duplicated().sum() == 0
+    assert set(df["set"]) == {"recorded", "heldout", "micro", "train"}
+    assert df[["gpu", "scenario", "point"]].duplicated().sum() == 0
     ok = df[df["status"] == "ok"]
     assert (ok["measured_us"] > 0).all() and (ok["max_rel_err"] <= ok["tolerance"]).all()
-    assert set(df["stored_prediction_view"]) <= {"estimated", "compiled"}
+    assert set(df["stored_prediction_view"].dropna()) <= {"estimated", "compiled"}
+    assert {"h100", "h200"} <= set(df["gpu"])
+
+
+def test_recorder_rows_rebuild_the_stored_rows():
+    rows = pd.DataFrame(build_points_table.recorder_rows(ROOT / "data"))
+    stored = pd.read_csv(TABLE)
+    stored = stored[stored["timing_method"].str.contains("one input set")].reset_index(drop=True)
+    assert len(rows) == len(stored) > 0
+    assert (rows["measured_us"].fillna(-1) - stored["measured_us"].fillna(-1)).abs().max() <= 1e-5 * rows["measured_us"].max()
+    assert set(rows["gpu"]) <= {"h100", "h200", "a100"}
 
 
 def test_table_rows_match_the_recorded_json():

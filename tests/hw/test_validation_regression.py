@@ -19,7 +19,7 @@ from gpusim.hw.validate.predict import simulate_point
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = pd.read_csv(ROOT / "tests" / "data" / "pinned_predictions.csv")
-POINTS = ROOT / "data" / "h200_points.csv.gz"
+POINTS = ROOT / "data" / "points.csv.gz"
 TOLERANCE = 0.005          # relative: 0.5% of the pinned prediction
 QUICK = PINNED.nsmallest(3, "sim_seconds")
 
@@ -32,7 +32,8 @@ def h200():
 def _check(row, cfg):
     got = simulate_point(row.kernel, json.loads(row.params), cfg)
     assert got["status"] == "ok", got
-    assert got["total_us"] == pytest.approx(row.pinned_us, rel=TOLERANCE), (row.scenario, row.point)
+    # the mechanistic time: the calibration layer is tested on its own (tests/calibration)
+    assert got["sim_us"] == pytest.approx(row.pinned_us, rel=TOLERANCE), (row.scenario, row.point)
 
 
 def test_pinned_points_cover_every_family_and_are_recorded_points():

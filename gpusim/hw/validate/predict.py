@@ -14,14 +14,15 @@ from .common import error_text
 from .rows import build_rows, load_validation
 
 
-def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> dict:
-    """Prediction of one point as plain data (runs in worker processes; never raises)."""
+def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast", calibration: str = "on") -> dict:
+    """Prediction of one point as plain data (runs in worker processes; never raises): ``total_us``
+    the prediction (calibrated unless ``calibration`` is off), ``sim_us`` the mechanistic time."""
     from ...api import simulate
 
     t0 = time.time()
     try:
         cfg = cfg if isinstance(cfg, GPUConfig) else GPUConfig.model_validate(cfg)
-        r = simulate(kernel, cfg, check=False, fidelity=fidelity, **params)
+        r = simulate(kernel, cfg, check=False, fidelity=fidelity, calibration=calibration, **params)
     except Exception as e:  # recorded as sim-error; the measurement still counts
         return {"status": "error", "reason": error_text(e), "sim_seconds": round(time.time() - t0, 2)}
     if r.status != "ok":
@@ -37,12 +38,14 @@ def simulate_point(kernel: str, params: dict, cfg, fidelity: str = "fast") -> di
         from ...kernels import build
 
         w = build(kernel, params)
-        alone = [simulate_workload(dataclasses.replace(w, launches=(lc,)), cfg, check=False, fidelity=fidelity)
+        alone = [simulate_workload(dataclasses.replace(w, launches=(lc,)), cfg, check=False, fidelity=fidelity,
+                                   calibration=calibration)
                  for lc in w.launches]
         alone = [(a.kernels[0], a.time_us) for a in alone]
     else:
         alone = [(r.kernels[0], r.time_us)]
-    return {"status": "ok", "reason": "", "total_us": r.time_us, "dram_read_bytes": r.dram_read_bytes,
+    return {"status": "ok", "reason": "", "total_us": r.time_us, "sim_us": r.time_us_sim, "calibration": r.calibration,
+            "dram_read_bytes": r.dram_read_bytes,
             "dram_write_bytes": r.dram_write_bytes, "l2_read_bytes": r.l2_read_bytes,
             "l2_merged_bytes": r.l2_merged_bytes,
             "launches": [{"launch": k.launch, "time_us": t, "dram_read_bytes": k.dram_read_bytes,

@@ -1,0 +1,278 @@
+"""Fit the calibration layer (gpusim/data/calibration.json) from the points table and the
+simulated breakdowns, reproducibly; or judge it on the sealed held-out points.
+
+Training rows: the points table's rows (data/points.csv.gz) of set ``train`` (and the older
+rounds' points, whose held-out judgement is over), each joined with its simulated breakdown
+(data/calibration/sim_<gpu>.jsonl.gz, from benchmarks/sim_points.py) on (scenario, point). The
+sealed held-out scenarios named by ``--sealed`` are never trained on.
+
+Per GPU: gradient-boosted trees (scikit-learn's HistGradientBoostingRegressor, fixed seed) on
+``features.FEATURES`` predicting log(measured / mechanistic); hyper-parameters fixed; grouped
+5-fold cross-validation by scenario gives out-of-fold residuals, whose 5% and 95% quantiles per
+kernel family (split conformal, with the (n + 1) correction) are the 90% interval. The
+transferred model (``features.STRUCTURE`` only) is trained on all GPUs; its quantiles come from
+training on one GPU and testing on the other.
+
+usage: python benchmarks/fit_calibration.py fit            # writes gpusim/data/calibration.json
+       python benchmarks/fit_calibration.py check          # refit in memory, compare with the shipped file
+       python benchmarks/fit_calibration.py judge --gpu h100 --set heldout-r23   # sealed points, once
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpusim.calibration import features as F  # noqa: E402
+from gpusim.calibration.model import DATA, Trees, family  # noqa: E402
+from gpusim.hardware import load_gpu  # noqa: E402
+
+POINTS = ROOT / "data" / "points.csv.gz"
+SIMS = ROOT / "data" / "calibration"
+SEALED = ("_round23.yaml",)          # held-out scenarios still sealed: never trained on
+PARAMS = dict(max_iter=150, learning_rate=0.05, max_leaf_nodes=12, min_samples_leaf=12, l2_regularization=1.0,
+              random_state=0)
+LIMIT = math.log(4.0)                # no correction beyond 4x either way
+MIN_POINTS = 100                     # a GPU with fewer training points gets the transferred model
+
+
+def load_rows(gpu: str) -> list:
+    """[(scenario, set, kernel, params, measured_us, breakdown)] of ``gpu``'s ok points with an ok simulation."""
+    import pandas as pd
+
+    df = pd.read_csv(POINTS)
+    df = df[(df["gpu"].str.replace("-measured", "") == gpu) & (df["status"] == "ok") & df["measured_us"].notna()]
+    sims = {}
+    path = SIMS / f"sim_{gpu}.jsonl.gz"
+    if path.exists():
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("status") == "ok" and r.get("kernels"):
+                    sims[(r["scenario"], int(r["point"]))] = r
+    rows = []
+    for r in df.itertuples():
+        b = sims.get((r.scenario, int(r.point)))
+        if b is not None:
+            rows.append((r.scenario, r.set, r.kernel, json.loads(r.params), float(r.measured_us), b))
+    return rows
+
+
+def sealed(scenario: str) -> bool:
+    return scenario.endswith(SEALED)
+
+
+def matrix(rows: list, names) -> tuple:
+    X = np.array([F.vector(F.features(b, p), names) for _, _, _, p, _, b in rows])
+    y = np.array([math.log(m / b["time_us"]) for _, _, _, _, m, b in rows])
+    groups = np.array([s for s, *_ in rows])
+    fams = np.array([family(k) for _, _, k, *_ in rows])
+    return X, y, groups, fams
+
+
+def fit_trees(X, y) -> dict:
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    m = HistGradientBoostingRegressor(**PARAMS).fit(X, y)
+    trees = []
+    for (pred,) in m._predictors:
+        nd = pred.nodes
+        trees.append({"feature": nd["feature_idx"].tolist(), "threshold": nd["num_threshold"].tolist(),
+                      "left": nd["left"].tolist(), "right": nd["right"].tolist(),
+                      "value": nd["value"].tolist(), "is_leaf": nd["is_leaf"].astype(int).tolist()})
+    out = {"baseline": float(np.ravel(m._baseline_prediction)[0]), "trees": trees}
+    assert np.allclose(Trees(out).predict(X), m.predict(X), atol=1e-9), "tree export does not match sklearn"
+    return out
+
+
+def oof(X, y, groups, k: int = 5) -> np.ndarray:
+    """Out-of-fold predictions, folds by scenario (GroupKFold)."""
+    from sklearn.model_selection import GroupKFold
+
+    pred = np.zeros_like(y)
+    for tr, te in GroupKFold(n_splits=min(k, len(set(groups)))).split(X, y, groups):
+        pred[te] = Trees(fit_trees(X[tr], y[tr])).predict(X[te])
+    return pred
+
+
+def conformal(res: np.ndarray, alpha: float = 0.1) -> list:
+    """Split-conformal (lo, hi) quantiles of residuals for a 1 - alpha interval."""
+    n = len(res)
+    qlo = min(1.0, math.ceil((n + 1) * (1 - alpha / 2)) / n)
+    return [float(-np.quantile(-res, qlo)), float(np.quantile(res, qlo))]
+
+
+def quantiles(res, fams) -> dict:
+    out = {"pooled": conformal(res)}
+    for f in sorted(set(fams)):
+        r = res[fams == f]
+        if len(r) >= 20:
+            out[f] = conformal(r)
+    return out
+
+
+def ranges(X, fams, names) -> dict:
+    def rng(M):
+        return {n: [float(np.quantile(M[:, i], 0.01)), float(np.quantile(M[:, i], 0.99))] for i, n in enumerate(names)}
+    out = {"pooled": rng(X)}
+    for f in sorted(set(fams)):
+        if (fams == f).sum() >= 20:
+            out[f] = rng(X[fams == f])
+    return out
+
+
+def summary(err_pct: np.ndarray) -> str:
+    a = np.abs(err_pct)
+    return f"n {len(a)}: median {np.median(a):.1f}%, p90 {np.quantile(a, 0.9):.1f}%, bias {np.median(err_pct):+.1f}%"
+
+
+def fit_gpu(rows: list) -> tuple:
+    X, y, groups, fams = matrix(rows, F.FEATURES)
+    pred = oof(X, y, groups)
+    res = y - pred
+    model = {"features": list(F.FEATURES), "model": fit_trees(X, y), "quantiles": quantiles(res, fams),
+             "ranges": ranges(X, fams, F.FEATURES), "n": int(len(y)), "scenarios": int(len(set(groups)))}
+    cv = {"mechanistic": summary(100 * (np.exp(-y) - 1)), "calibrated": summary(100 * (np.exp(pred - y) - 1))}
+    return model, cv
+
+
+def train_rows(gpus) -> dict:
+    return {g: [r for r in load_rows(g) if not sealed(r[0])] for g in gpus}
+
+
+def fit_all(gpus) -> dict:
+    data = train_rows(gpus)
+    out = {"gpus": {}, "cv": {}}
+    for g, rows in data.items():
+        if len(rows) >= MIN_POINTS:
+            out["gpus"][g], out["cv"][g] = fit_gpu(rows)
+            out["gpus"][g]["config_hash"] = load_gpu(g).config_hash()
+    # transferred: structure only, all GPUs; quantiles from cross-GPU tests
+    allrows = [r for rows in data.values() for r in rows]
+    X, y, _, fams = matrix(allrows, F.STRUCTURE)
+    res, cross = [], {}
+    for g in data:
+        others = [r for h, rows in data.items() if h != g for r in rows]
+        if not others or not data[g]:
+            continue
+        Xo, yo, _, _ = matrix(others, F.STRUCTURE)
+        Xg, yg, _, fg = matrix(data[g], F.STRUCTURE)
+        pg = Trees(fit_trees(Xo, yo)).predict(Xg)
+        res.append((yg - pg, fg))
+        cross[g] = summary(100 * (np.exp(pg - yg) - 1))
+        # the full-feature model of the other GPU on this one (reported only)
+        Xof, yof, _, _ = matrix(others, F.FEATURES)
+        Xgf, ygf, _, _ = matrix(data[g], F.FEATURES)
+        cross[g + " (full features)"] = summary(100 * (np.exp(Trees(fit_trees(Xof, yof)).predict(Xgf) - ygf) - 1))
+    r_all = np.concatenate([r for r, _ in res]) if res else y * 0
+    f_all = np.concatenate([f for _, f in res]) if res else fams
+    out["transferred"] = {"features": list(F.STRUCTURE), "model": fit_trees(X, y), "quantiles": quantiles(r_all, f_all),
+                          "ranges": ranges(X, fams, F.STRUCTURE), "n": int(len(y))}
+    out["cross_gpu"] = cross
+    out["training_hash"] = training_hash(data)
+    out["limit_log"] = LIMIT
+    return out
+
+
+def training_hash(data: dict) -> str:
+    """sha256 of the training rows (GPU, scenario, kernel, params, measured and mechanistic time)."""
+    h = hashlib.sha256()
+    for g in sorted(data):
+        for s, st, k, p, m, b in sorted(data[g], key=lambda r: (r[0], json.dumps(r[3], sort_keys=True))):
+            h.update(json.dumps([g, s, k, p, round(m, 4), round(b["time_us"], 4)], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def code_version() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def judge(gpu: str, rows: list, cal: dict) -> None:
+    """Mechanistic vs calibrated on the given rows, per family and overall, with interval coverage."""
+    from gpusim.calibration import apply_breakdown
+
+    by = {}
+    for s, st, k, p, m, b in rows:
+        c = apply_breakdown(b, p, k, gpu, cal)
+        by.setdefault(family(k), []).append((m, b["time_us"], c["time_us"], c["lo"], c["hi"]))
+    allv = [x for v in by.values() for x in v]
+    print(f"{'family':12s} {'n':>4s}  {'mechanistic med/p90/bias':>28s}  {'calibrated med/p90/bias':>28s}  cover  width")
+    for fam, v in sorted(by.items()) + [("all", allv)]:
+        m = np.array([x[0] for x in v])
+        s = 100 * (np.array([x[1] for x in v]) / m - 1)
+        c = 100 * (np.array([x[2] for x in v]) / m - 1)
+        lo, hi = np.array([x[3] for x in v]), np.array([x[4] for x in v])
+        cover = np.mean((lo <= m) & (m <= hi))
+        width = np.median((hi - lo) / np.array([x[2] for x in v]))
+        f = lambda e: f"{np.median(np.abs(e)):5.1f} {np.quantile(np.abs(e), .9):5.1f} {np.median(e):+6.1f}"  # noqa: E731
+        print(f"{fam:12s} {len(v):4d}  {f(s):>28s}  {f(c):>28s}  {cover:5.0%}  {width:5.0%}")
+    tile_sweeps(gpu, rows, cal)
+
+
+def tile_sweeps(gpu: str, rows: list, cal: dict) -> None:
+    """Per tile-sweep scenario (one shape, many tile configs): Spearman of predicted vs measured
+    times and the measured time of the predicted best over the measured best."""
+    from scipy.stats import spearmanr
+
+    from gpusim.calibration import apply_breakdown
+
+    print(f"{'tile sweep':40s} {'n':>3s}  Spearman mech/cal  best-pick gap mech/cal")
+    for scen in sorted({r[0] for r in rows if "_tiles_" in r[0]}):
+        v = [(m, b["time_us"], apply_breakdown(b, p, k, gpu, cal)["time_us"]) for s, _, k, p, m, b in rows if s == scen]
+        if len(v) < 4:
+            continue
+        m, s_, c = (np.array(x) for x in zip(*v))
+        gap = lambda pred: 100 * (m[np.argmin(pred)] / m.min() - 1)  # noqa: E731
+        print(f"{Path(scen).stem:40s} {len(v):3d}  {spearmanr(s_, m)[0]:6.3f} {spearmanr(c, m)[0]:6.3f}"
+              f"       {gap(s_):5.1f}% {gap(c):5.1f}%")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=("fit", "check", "judge"))
+    ap.add_argument("--gpus", default="h100,h200")
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--set", default="heldout-r23", help="judge: heldout-r23 (the sealed points)")
+    a = ap.parse_args(argv)
+    gpus = a.gpus.split(",")
+    if a.cmd == "judge":
+        from gpusim.calibration.model import load
+
+        rows = [r for r in load_rows(a.gpu) if sealed(r[0])]
+        judge(a.gpu, rows, load())
+        return 0
+    out = fit_all(gpus)
+    for g, cv in out["cv"].items():
+        print(f"{g}: grouped 5-fold CV by scenario: mechanistic {cv['mechanistic']}; calibrated {cv['calibrated']}")
+    for g, s in out["cross_gpu"].items():
+        print(f"cross-GPU, trained on the other GPU(s), tested on {g}: {s}")
+    if a.cmd == "check":
+        old = json.loads(DATA.read_text())
+        same = old["training_hash"] == out["training_hash"] and all(
+            old["gpus"][g]["model"] == json.loads(json.dumps(out["gpus"][g]["model"])) for g in out["gpus"])
+        print("the shipped calibration " + ("matches a refit" if same else "differs from a refit"))
+        return 0 if same else 1
+    out.update(code=code_version(), date=datetime.date.today().isoformat(), fitter="HistGradientBoostingRegressor",
+               params=PARAMS)
+    DATA.write_text(json.dumps(out, indent=None, separators=(",", ":")) + "\n")
+    print(f"wrote {DATA.relative_to(ROOT)} ({DATA.stat().st_size / 1e3:.0f} kB), training hash {out['training_hash'][:12]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Simulate recorded (or to-be-recorded) points with this checkout and keep the whole breakdown.
+
+For each point of the scenario files: the mechanistic simulation on ``--gpu`` (fast fidelity, no
+numpy check) and, per launch, every field of its ``KernelResult`` (cycles, busy fractions, waves,
+CTAs per SM and what limits them, spills, DRAM/L2 bytes, clock, power), plus the point's
+utilisation and bound. One JSON line per point in ``OUT`` (appended as each finishes, so a killed
+run keeps what it simulated); the calibration layer's features are computed from these lines
+(``gpusim.calibration.features``). Runs on all cores (``--jobs``).
+
+usage: python benchmarks/sim_points.py --gpu h100 --out sim.jsonl [--jobs N] [--budget-s S]
+                                       [--skip sim.jsonl] SCENARIO.yaml ...
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_GPU = None
+
+
+def _init(gpu):
+    global _GPU
+    _GPU = gpu
+
+
+def _sim(item) -> dict:
+    import gpusim
+    from gpusim.calibration.features import breakdown
+
+    rel, kind, i, kernel, params = item
+    t0 = time.time()
+    try:
+        r = gpusim.simulate(kernel, _GPU, check=False, calibration="off", **params)
+        rec = breakdown(r)
+    except Exception as e:
+        rec = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+    rec.update(scenario=rel, set=kind, point=i, kernel=kernel, params=params, gpu_config=str(_GPU),
+               wall_s=round(time.time() - t0, 3))
+    return rec
+
+
+def main(argv=None) -> int:
+    from record_points import point_list
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenarios", nargs="*")
+    ap.add_argument("--points-csv", default=None, help="simulate the rows of a points table (data/points.csv.gz) instead")
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--budget-s", type=float, default=None)
+    ap.add_argument("--skip", default=None)
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    items = point_list(a.scenarios) if a.scenarios else []
+    if a.points_csv:
+        import pandas as pd
+
+        df = pd.read_csv(a.points_csv)
+        items += [(r.scenario, r.set, int(r.point), r.kernel, json.loads(r.params)) for r in df.itertuples()]
+    if a.skip and Path(a.skip).exists():
+        done = {(r["scenario"], r["point"]) for r in map(json.loads, Path(a.skip).read_text().splitlines())
+                if r.get("gpu_config") == a.gpu}
+        items = [x for x in items if (x[0], x[2]) not in done]
+    print(f"sim_points: {len(items)} points on {a.gpu}, {a.jobs} jobs", flush=True)
+    n = 0
+    with mp.get_context("spawn").Pool(a.jobs, initializer=_init, initargs=(a.gpu,)) as pool, open(a.out, "a") as f:
+        for rec in pool.imap(_sim, items, chunksize=1):
+            f.write(json.dumps(rec, default=float) + "\n")
+            f.flush()
+            n += 1
+            if n % 100 == 0:
+                print(f"  sim {n}/{len(items)} in {time.time() - t0:.0f} s", flush=True)
+            if a.budget_s and time.time() - t0 > a.budget_s:
+                print(f"sim_points: budget reached after {n} points", flush=True)
+                pool.terminate()
+                break
+    print(f"sim_points: {n} points in {time.time() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The calibration layer's inputs: a simulated point's own breakdown, as dimensionless features.
+
+``breakdown(result)`` is the JSON-able record of one mechanistic simulation (the point's
+utilisation of each resource, and per launch every field of its ``KernelResult``: cycles, busy
+fractions, waves, CTAs per SM and the limit that binds, spills, DRAM/L2 bytes, clock). The
+recorder keeps these records beside the measured times (``benchmarks/sim_points.py``), and the
+package computes the same record for every new point, so training and prediction read one thing.
+
+``features(b)`` turns a record into numbers that are dimensionless or relative to the GPU's own
+limits (utilisations, busy fractions, waves, the arithmetic intensity over the ridge point, log
+cycles), never a kernel's name. ``STRUCTURE`` is the subset that no GPU resource changes (warps,
+stages, spills, launches, element size): the transferred model reads only these, so a what-if of
+any resource cannot move its factor.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+LIMITERS = ("registers", "sram", "warps", "ctas")
+FEATURES = ("u_pipe", "u_dram", "u_l2", "u_sms", "tensor_busy", "vector_busy", "sfu_busy", "l2_hit", "log2_waves",
+            "tail", "ctas_per_sm", "log2_ai_over_ridge", "log10_cycles", "clock_ratio", "sampled_share",
+            *(f"limiter_{x}" for x in LIMITERS), "num_warps", "num_stages", "spills", "launches", "elem_bytes")
+STRUCTURE = ("num_warps", "num_stages", "spills", "launches", "elem_bytes")
+ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4m3": 1, "fp8e5m2": 1, "fp8": 1}
+
+
+def breakdown(r) -> dict:
+    """The JSON-able breakdown of one simulated ``gpusim.Result`` (mechanistic time)."""
+    out = {"status": r.status, "reason": r.reason[:300], "time_us": r.time_us, "clock_hz": r.clock_hz,
+           "sm_count": r.sm_count, "hbm_bandwidth_bytes_per_s": r.hbm_bandwidth_bytes_per_s,
+           "l2_bandwidth_bytes_per_s": r.l2_bandwidth_bytes_per_s, "peak_flops_per_s": r.peak_flops_per_s,
+           "ridge_flop_per_byte": r.ridge_flop_per_byte, "sim_wall_s": r.sim_wall_s}
+    if r.status in ("ok", "unphysical", "mismatch") and r.time_us:
+        out.update(compiler=r.compiler, utilisation=r.utilisation(), flops=r.flops, dram_bytes=r.dram_bytes,
+                   kernels=[dataclasses.asdict(k) for k in r.kernels])
+    return out
+
+
+def _weighted(ks: list, field: str, w: list) -> float:
+    tot = sum(w)
+    return sum(float(k.get(field) or 0.0) * x for k, x in zip(ks, w)) / tot if tot else 0.0
+
+
+def features(b: dict, params: dict) -> dict:
+    """Feature name -> value of one breakdown record ``b`` of a point with kernel ``params``."""
+    ks = b["kernels"]
+    w = [max(float(k["time_us"]), 1e-9) for k in ks]
+    u = b["utilisation"]
+    main = ks[max(range(len(ks)), key=lambda i: w[i])]          # the launch that takes the most time
+    ai = b["flops"] / b["dram_bytes"] if b["dram_bytes"] else 1e6
+    ridge = b.get("ridge_flop_per_byte") or 1.0
+    waves = _weighted(ks, "waves", w)
+    sampled = sum(k["simulated_ctas"] for k in ks) / max(1, sum(k["total_ctas"] for k in ks))
+    clocks = [k.get("clock_hz") or b["clock_hz"] for k in ks]
+    f = {"u_pipe": u["pipe"], "u_dram": u["dram"], "u_l2": u["l2"], "u_sms": u["sms"],
+         "tensor_busy": _weighted(ks, "tensor_busy", w), "vector_busy": _weighted(ks, "vector_busy", w),
+         "sfu_busy": _weighted(ks, "sfu_busy", w),
+         "l2_hit": (sum(k["l2_hit_bytes"] for k in ks) / sum(k["l2_read_bytes"] for k in ks)
+                    if sum(k["l2_read_bytes"] for k in ks) else 0.0),
+         "log2_waves": math.log2(max(waves, 1e-3)), "tail": math.ceil(waves) - waves if waves > 1 else 1 - waves,
+         "ctas_per_sm": float(main["ctas_per_sm"]),
+         "log2_ai_over_ridge": max(-12.0, min(12.0, math.log2(max(ai, 1e-9) / ridge))),
+         "log10_cycles": math.log10(max(b["time_us"] * 1e-6 * b["clock_hz"], 1.0)),
+         "clock_ratio": sum(c * x for c, x in zip(clocks, w)) / sum(w) / b["clock_hz"],
+         "sampled_share": sampled}
+    for x in LIMITERS:
+        f[f"limiter_{x}"] = float(main.get("occupancy_limiter") == x)
+    f.update(structure(params, ks))
+    return f
+
+
+def structure(params: dict, ks: list) -> dict:
+    """The features no GPU resource changes."""
+    return {"num_warps": float(params.get("num_warps", 4)), "num_stages": float(params.get("num_stages", 1)),
+            "spills": float(any(k.get("spills") for k in ks)), "launches": float(len(ks)),
+            "elem_bytes": float(ELEM_BYTES.get(str(params.get("dtype", "fp16")), 2))}
+
+
+def vector(f: dict, names) -> list:
+    return [float(f[n]) for n in names]

@@ -1,0 +1,102 @@
+"""The learned correction over the mechanistic time, as shipped: evaluate, bound, and interval.
+
+The fitted file (``gpusim/data/calibration.json``, written by ``benchmarks/fit_calibration.py``)
+holds, per GPU config, gradient-boosted regression trees over ``features.FEATURES`` that predict
+``log(measured / mechanistic)``, the training range of every feature, and split-conformal
+quantiles of the out-of-fold residuals per kernel family (5% and 95%: a 90% interval). One
+``transferred`` model over ``features.STRUCTURE`` alone, trained on every GPU's points, serves a
+config without its own points (a100, a what-if of a named config, a new config); its interval
+quantiles come from cross-GPU validation (trained on one GPU, tested on the other).
+
+A point outside the training range (any feature beyond its 1-99% range by more than a tenth of
+that range) has its correction halved toward the mechanistic time and its interval widened
+(``EXTRAPOLATE_*``). Trees are evaluated with numpy; scikit-learn is needed only to refit.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "calibration.json"
+EXTRAPOLATE_SHRINK = 0.5      # the share of the correction kept outside the training range
+EXTRAPOLATE_WIDEN = 1.5       # the interval's log-width multiplied outside it
+MARGIN = 0.1                  # beyond the 1-99% range by this share of it = outside
+
+
+class Trees:
+    """A sum of regression trees: ``baseline + sum(tree(x))``."""
+
+    def __init__(self, d: dict):
+        self.baseline = float(d["baseline"])
+        self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in d["trees"]]
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        out = np.full(len(X), self.baseline)
+        for t in self.trees:
+            node = np.zeros(len(X), dtype=int)
+            for _ in range(64):
+                leaf = t["is_leaf"][node].astype(bool)
+                if leaf.all():
+                    break
+                f, thr = t["feature"][node], t["threshold"][node]
+                go_left = X[np.arange(len(X)), f] <= thr
+                nxt = np.where(go_left, t["left"][node], t["right"][node])
+                node = np.where(leaf, node, nxt)
+            out += t["value"][node]
+        return out
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, mtime: float) -> dict:
+    d = json.loads(Path(path).read_text())
+    for g in d["gpus"].values():
+        g["_trees"] = Trees(g["model"])
+    d["transferred"]["_trees"] = Trees(d["transferred"]["model"])
+    return d
+
+
+def load(path: Path | None = None) -> dict | None:
+    p = Path(path or DATA)
+    if not p.exists():
+        return None
+    return _load(str(p), p.stat().st_mtime)
+
+
+def family(kernel: str) -> str:
+    """The interval group of a kernel (user kernels pool as ``other``)."""
+    return {"matmul": "matmul", "attention_flash": "flash", "attention_flash_bwd": "flash_bwd",
+            "attention_decode": "decode", "gemv_splitk": "gemv", "elementwise_fused": "elementwise",
+            "elementwise_chain": "elementwise", "softmax": "norms", "layernorm": "norms", "rmsnorm": "norms",
+            "attention_naive": "naive"}.get(kernel, "other")
+
+
+def outside(x: dict, ranges: dict) -> list:
+    """The features of ``x`` beyond the training range by more than MARGIN of it."""
+    out = []
+    for n, (lo, hi) in ranges.items():
+        span = max(hi - lo, 1e-9)
+        if x[n] < lo - MARGIN * span or x[n] > hi + MARGIN * span:
+            out.append(n)
+    return out
+
+
+def correct(model: dict, feats: dict, fam: str) -> tuple:
+    """(log factor, (q_lo, q_hi) log interval around the calibrated time, label, outside features)."""
+    names = model["features"]
+    g = float(model["_trees"].predict([[feats[n] for n in names]])[0])
+    q = model["quantiles"].get(fam) or model["quantiles"]["pooled"]
+    lo, hi = float(q[0]), float(q[1])
+    out = outside(feats, model["ranges"].get(fam) or model["ranges"]["pooled"])
+    if out:
+        g *= EXTRAPOLATE_SHRINK
+        lo, hi = lo * EXTRAPOLATE_WIDEN, hi * EXTRAPOLATE_WIDEN
+    return g, (lo, hi), out
+
+
+def clamp_factor(g: float, limit: float) -> float:
+    return max(-limit, min(limit, g)) if math.isfinite(g) else 0.0
