@@ -1,7 +1,9 @@
 """Exact execution of the IR on numpy: the specification every other backend is checked against.
 
-Storage follows the tensor dtype (fp16 as float16; bf16 as float32 holding bf16-rounded values);
-``dot`` accumulates in fp32 as tensor cores do; loads outside a tensor read ``other`` and stores
+Storage follows the tensor dtype (fp16 as float16; bf16, fp8e4m3 and fp8e5m2 as float32 holding
+values rounded to that format: fp8 to nearest even, saturated to the largest finite value as
+``dtypes.FP8_FORMATS`` says); ``dot`` accumulates in fp32 as tensor cores do (fp8 products are
+exact in fp32); loads outside a tensor read ``other`` and stores
 outside a tensor are dropped (boundary masking). Binary ops and ``where`` convert their operands to
 the dtype ``ir.binary_dtypes`` / ``ir.promote`` give (Triton's promotion; constants rounded to it),
 compute in it (fp16 natively, bf16 in fp32 and rounded) and store the result in the result dtype.
@@ -13,8 +15,10 @@ import math
 import numpy as np
 
 from ..dsl import analysis, ir
+from ..dsl.dtypes import FP8_FORMATS
 
-NP_DTYPE = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}
+NP_DTYPE = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32, "int32": np.int32, "bool": np.bool_,
+            "fp8e4m3": np.float32, "fp8e5m2": np.float32}
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
@@ -26,9 +30,26 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x, out)
 
 
+def round_fp8(x, dtype: str) -> np.ndarray:
+    """Round values to the fp8 format ``dtype`` (``dtypes.FP8_FORMATS``): nearest, ties to even
+    (``np.rint``), subnormals on the grid of the smallest normals, saturated to the largest finite
+    value (infinities too), NaN kept; returned as float32 (every fp8 value is exact there). The
+    arithmetic is float64 and exact: scaling by a power of two, then one rounding."""
+    mant, emin, vmax = FP8_FORMATS[dtype]
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        e = np.maximum(np.frexp(np.where(np.isfinite(a), a, 1.0))[1] - 1, emin)
+        q = np.ldexp(1.0, e - mant)
+        r = np.minimum(np.rint(a / q) * q, vmax)
+    r = np.where(np.isinf(a), vmax, r)
+    return np.where(np.isnan(a), np.nan, np.copysign(r, x)).astype(np.float32)
+
+
 def to_dtype(x, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         return round_bf16(np.asarray(x, dtype=np.float32))
+    if dtype in FP8_FORMATS:
+        return round_fp8(x, dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(x).astype(NP_DTYPE[dtype])
 

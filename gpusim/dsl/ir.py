@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from .dtypes import COMPARE_OPS, LOGICAL_OPS, binary_dtypes, const_dtype, const_value, promote  # noqa: F401
+from .dtypes import FP8_DTYPES, COMPARE_OPS, LOGICAL_OPS, binary_dtypes, const_dtype, const_value, promote  # noqa: F401
 
-DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "bool": 1}
-FLOAT_DTYPES = ("fp16", "bf16", "fp32")
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "bool": 1, "fp8e4m3": 1, "fp8e5m2": 1}
+FLOAT_DTYPES = ("fp16", "bf16", "fp32") + FP8_DTYPES
 
 
 # --------------------------------------------------------------------------- index expressions

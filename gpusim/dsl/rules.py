@@ -10,9 +10,14 @@ Sources (Triton 3.x, ``triton/_utils.py`` and ``triton/language/semantic.py``):
 - a block holds at most ``TRITON_MAX_TENSOR_NUMEL`` = 2**20 elements;
 - ``tl.dot`` operands are at least 16 along every dimension. Triton 2.x asserted M, N, K >= 16;
   3.x pads small M and N on NVIDIA but still needs K >= 16 for 16-bit inputs. gpusim keeps the
-  stricter rule for every dimension, as its lowering does (``backends/triton/lower.py``), and
+  stricter rule for every dimension, as its lowering does (``toolchain/lower.py``), and
   its tensor-core cost assumes whole MMA tiles (m16n8k16 for 16-bit);
-- ``tl.dot`` takes floating-point operands here (fp16, bf16, fp32);
+- ``tl.dot`` takes floating-point operands here (fp16, bf16, fp8e4m3, fp8e5m2, fp32); two 8-bit
+  operands need K >= 32 (``min_dot_size`` in triton/backends/nvidia/compiler.py: (1, 1, 32) for
+  8-bit inputs; the FP8 MMA instructions take k = 32);
+- fp8 is a storage and dot-operand dtype: arithmetic that would compute in fp8 (an op on two tiles
+  of the same fp8 dtype, or on one and a constant, and ``-``/``abs`` of one) is refused; GPUs have
+  no fp8 ALU, convert first with ``.to("fp16")`` or ``.to("fp32")``;
 - a loop step is positive.
 """
 from __future__ import annotations
@@ -21,6 +26,7 @@ from . import ir
 
 TRITON_MAX_TENSOR_NUMEL = 1 << 20     # triton/_utils.py
 MIN_DOT_DIM = 16                      # see the module docstring
+MIN_DOT_K_8BIT = 32                   # K of a dot of two 8-bit operands (see the module docstring)
 
 
 class TileRuleError(ValueError):
@@ -53,7 +59,15 @@ def violations(program: ir.Program) -> list:
                            f">= {MIN_DOT_DIM} ({', '.join(small)})")
             dts = {op.a.dtype, op.b.dtype} - set(ir.FLOAT_DTYPES)
             if dts:
-                out.append(f"{name}: dot of {'/'.join(sorted(dts))} operands: tl.dot here takes fp16, bf16 or fp32")
+                out.append(f"{name}: dot of {'/'.join(sorted(dts))} operands: tl.dot here takes fp16, bf16, "
+                           f"fp8e4m3, fp8e5m2 or fp32")
+            elif op.a.dtype in ir.FP8_DTYPES and op.b.dtype in ir.FP8_DTYPES and k < MIN_DOT_K_8BIT:
+                out.append(f"{name}: dot of {op.a.dtype} operands with K = {k}: a dot of 8-bit operands "
+                           f"needs K >= {MIN_DOT_K_8BIT}")
+        fp8 = _fp8_arithmetic(op)
+        if fp8:
+            out.append(f"{name}: {fp8}: fp8 is a storage and dot-operand dtype (no fp8 arithmetic); "
+                       f"convert with .to('fp16') or .to('fp32') first")
         if isinstance(op, ir.Loop) and op.step <= 0:
             out.append(f"{name}: loop step {op.step}: a loop step must be positive")
         if isinstance(op, ir.Iota) and not is_pow2(op.out.shape[op.axis]):
@@ -73,6 +87,17 @@ def violations(program: ir.Program) -> list:
                 out.append(f"{name}: tile of shape {v.shape} has {v.numel} elements: Triton allows at most "
                            f"{TRITON_MAX_TENSOR_NUMEL} (2**20) per block")
     return out
+
+
+def _fp8_arithmetic(op) -> str | None:
+    """What of ``op`` would compute in fp8, or None."""
+    if isinstance(op, ir.Binary) and op.op not in ir.LOGICAL_OPS:
+        comp, _ = ir.binary_dtypes(op.op, op.a, op.b)
+        if comp in ir.FP8_DTYPES:
+            return f"{op.op} in {comp}"
+    if isinstance(op, ir.Unary) and op.out.dtype in ir.FP8_DTYPES:
+        return f"{op.op} of an {op.out.dtype} tile"
+    return None
 
 
 def check_program(program: ir.Program) -> None:
