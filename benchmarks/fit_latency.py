@@ -28,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gpusim.backends.sim import warp  # noqa: E402
-from gpusim.backends.triton import compile as C  # noqa: E402
-from gpusim.backends.triton.sass_deps import loop_bodies  # noqa: E402
+from gpusim.toolchain import compile as C  # noqa: E402
+from gpusim.toolchain.sass_deps import loop_bodies  # noqa: E402
 
 # SM-wide rates per clock (H200: 15.9 special-function ops measured; 32 shuffles and 128 shared-memory
 # bytes from the CUDA programming guide's throughput table)

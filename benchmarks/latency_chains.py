@@ -204,7 +204,7 @@ def sass() -> int:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from gpusim.backends.triton import compile as C
+    from gpusim.toolchain import compile as C
     import tempfile
     from collections import Counter
 

@@ -922,7 +922,7 @@ def _init(k):
 
 def resources(scenarios: list) -> list:
     """n_regs / n_spills / shared of the compiled kernels of every point (Triton's own compile)."""
-    from gpusim.backends.triton.lower import kernel_name, launch_stages, lower
+    from gpusim.toolchain.lower import kernel_name, launch_stages, lower
     from gpusim.backends.triton.run import load_kernel
     from gpusim.kernels import build
     from gpusim.sweep.scenario import load_scenario

@@ -51,7 +51,7 @@ def _compile(item) -> tuple:
     try:
         import torch
         from gpusim import kernels
-        from gpusim.backends.triton.lower import kernel_name, launch_stages, lower
+        from gpusim.toolchain.lower import kernel_name, launch_stages, lower
         from gpusim.backends.triton.run import _torch_dtype, load_kernel
 
         wl = kernels.build(kernel, params)

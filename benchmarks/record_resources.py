@@ -186,9 +186,9 @@ def _pick_lazy(kernel, cands, n, rng, cfg) -> list:
 
 def _compile_one(item):
     """Rows of one config, one per launch; each with ``_source`` (a digest of what was compiled)."""
-    from gpusim.backends.triton.cache import digest
-    from gpusim.backends.triton.compile import CompileError, compile_program
-    from gpusim.backends.triton.lower import lower
+    from gpusim.toolchain.cache import digest
+    from gpusim.toolchain.compile import CompileError, compile_program
+    from gpusim.toolchain.lower import lower
 
     space, kernel, p = item
     rows = []
@@ -311,7 +311,7 @@ def main(argv=None) -> int:
 def record(a, spaces) -> int:
     import triton
 
-    from gpusim.backends.triton.compile import _ptxas_version
+    from gpusim.toolchain.compile import _ptxas_version
 
     cfg = load_gpu("h200")
     items = choose(COUNTS, cfg, spaces)

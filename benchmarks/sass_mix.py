@@ -3,7 +3,7 @@ numbers the analytic estimate's ``gpusim/compiler/sass_mix.py`` stores (``MATH``
 
 Each op is a one-op DSL kernel over one fp32 row of 4096 elements (4 warps, 32 elements per
 thread, so ptxas sees a straight run of independent elements), lowered by gpusim's own Triton
-lowering and compiled by ``backends/triton/compile.py`` (triton.compile for GPUTarget("cuda", 90,
+lowering and compiled by ``toolchain/compile.py`` (triton.compile for GPUTarget("cuda", 90,
 32), read back with nvdisasm). The kernels store ``op(x) + y`` (``x / y + y`` for the division);
 the op's mix = the kernel's static instructions less those of ``x + y``, divided by the 32
 elements per thread. Static counts, as the compiled view counts them: a branch's slow path that
@@ -18,7 +18,7 @@ import argparse
 import sys
 from collections import Counter
 
-from gpusim.backends.triton import compile as tc
+from gpusim.toolchain import compile as tc
 from gpusim import dsl
 from gpusim.compiler.sass_mix import MATH, mix_of_sass
 from gpusim.dsl import load, program_id, store, trace

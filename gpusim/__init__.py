@@ -1,8 +1,9 @@
 """gpusim: a cycle-approximate GPU memory-hierarchy simulator.
 
 Kernels are written once in a tile DSL (``gpusim.dsl``); the same IR runs exactly on numpy
-(``gpusim.backends.numpy_exec``), is timed by a discrete-event model (``gpusim.backends.sim``) and is
-lowered to Triton (``gpusim.backends.triton``, imported only when asked for).
+(``gpusim.backends.numpy_exec``), is timed by a discrete-event model (``gpusim.backends.sim``), is
+lowered to Triton and compiled (``gpusim.toolchain``) and runs on a GPU (``gpusim.backends.triton``);
+the last two are imported only when asked for.
 """
 from . import sweep  # callable: gpusim.sweep(kernel, gpu=..., **params_or_lists) -> DataFrame
 from .api import simulate, simulate_workload

@@ -92,7 +92,7 @@ class GPUConfig(BaseModel):
     registers_per_sm: PositiveInt
     max_registers_per_thread: PositiveInt = 255
     # CUDA compute capability as major*10+minor (90 = sm_90): the target kernels are compiled for to
-    # read their registers per thread (backends/triton/compile.py); None = estimate them instead
+    # read their registers per thread (toolchain/compile.py); None = estimate them instead
     compute_capability: PositiveInt | None = None
     max_ctas_per_sm: PositiveInt
     max_warps_per_sm: PositiveInt

@@ -1,23 +1,30 @@
 """The package's layers: every gpusim import (module-level or inside a function) goes to a module on
 the same floor or a lower one, and every module has a floor. Floors, lowest first: the DSL and the
-low-level readers; the GPU config; the compiler's view and its Triton source; the timing model;
-results; the kernels; the API; models and output; sweeps; tuning and the hardware tools; the CLI."""
+low-level readers; the GPU config; the Triton toolchain (lowering, compiling, the SASS reader); the
+compiler's view and the executing backends; the timing model; its calibration; results; the kernels;
+the API; models and output; sweeps; tuning and the hardware tools; the CLI."""
+import sys
+
+import pytest
+
 from tests.test_imports import MODULES, PKG, _imports
 
 FLOORS = {  # module or package prefix -> floor; the longest prefix wins
     "gpusim.dsl": 0, "gpusim.errors": 0, "gpusim.yamlio": 0, "gpusim.physics": 0, "gpusim.provenance": 0,
     "gpusim.plausible": 0, "gpusim.config_io": 0, "gpusim.whatif": 0, "gpusim.bounds": 0,
     "gpusim.hardware": 1, "gpusim.intervals": 1, "gpusim.overrides": 1,
-    "gpusim.backends": 2, "gpusim.backends.triton": 2,      # lowering to Triton and compiling it
-    "gpusim.compiler": 3, "gpusim.precheck": 3, "gpusim.backends.numpy_exec": 3,
-    "gpusim.backends.sim": 4,
-    "gpusim.result": 5,
-    "gpusim.kernels": 6,
-    "gpusim.api": 7,
-    "gpusim.models": 8, "gpusim.output": 8,
-    "gpusim.sweep": 9,
-    "gpusim.tune": 10, "gpusim.hw": 10,
-    "gpusim.cli": 11, "gpusim.__main__": 11,
+    "gpusim.toolchain": 2,                                  # lowering to Triton, compiling it, reading SASS
+    "gpusim.compiler": 3, "gpusim.precheck": 3,
+    "gpusim.backends": 3,                                   # numpy_exec; triton (runs the lowered source)
+    "gpusim.backends.sim": 4, "gpusim.lower_bound": 4,      # the timing model and its cheap lower bound
+    "gpusim.calibration": 5,                                # reads the model's breakdown, imports numpy only
+    "gpusim.result": 6,
+    "gpusim.kernels": 7, "gpusim.frontends": 7,             # built-in kernels; kernels from Triton functions
+    "gpusim.api": 8,
+    "gpusim.models": 9, "gpusim.output": 9,
+    "gpusim.sweep": 10,
+    "gpusim.tune": 11, "gpusim.tune_search": 11, "gpusim.tune_store": 11, "gpusim.hw": 11,
+    "gpusim.cli": 12, "gpusim.__main__": 12,
 }
 
 
@@ -50,6 +57,24 @@ def test_no_module_imports_a_higher_floor():
 def test_the_floors_are_checked():
     assert floor("gpusim.backends.sim.engine") > floor("gpusim.compiler.view") > floor("gpusim.hardware")
     assert floor("gpusim.sweep.yamlio") > floor("gpusim.yamlio")
+    # the toolchain sits below the compiler's view that reads it, and below the backend that runs its source
+    assert floor("gpusim.compiler.view") > floor("gpusim.toolchain.compile") > floor("gpusim.hardware")
+    assert floor("gpusim.backends.triton.run") > floor("gpusim.toolchain.lower")
+    assert floor("gpusim.result") > floor("gpusim.calibration.model") > floor("gpusim.backends.sim.engine")
+
+
+def test_an_upward_import_is_caught(monkeypatch):
+    """The check itself fails on an upward import: a toolchain module importing the compiler's view."""
+    real = _imports
+
+    def planted(mod):
+        yield from real(mod)
+        if mod == "gpusim.toolchain.compile":
+            yield "gpusim.compiler.view", ["compiler_view"]
+
+    monkeypatch.setattr(sys.modules[__name__], "_imports", planted)
+    with pytest.raises(AssertionError, match="gpusim.toolchain.compile .* imports gpusim.compiler.view"):
+        test_no_module_imports_a_higher_floor()
 
 
 # --------------------------------------------------------------------------- size

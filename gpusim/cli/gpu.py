@@ -25,8 +25,7 @@ def _cmd_triton_source(args):
     why = first_violation(workload)
     if why:
         raise UsageError(f"triton-source {args.kernel}: Triton cannot compile it: {why}")
-    from ..backends.triton.lower import LoweringError
-    from ..backends.triton.run import workload_source
+    from ..toolchain.lower import LoweringError, workload_source
 
     try:
         source = workload_source(workload)

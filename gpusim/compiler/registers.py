@@ -1,5 +1,5 @@
 """Analytic estimate of registers per thread of a program's Triton kernel (the fallback when the
-real compiler is not at hand; ``backends/triton/compile.py`` reads the real count).
+real compiler is not at hand; ``toolchain/compile.py`` reads the real count).
 
 The estimate gives every tile the layout Triton gives it and counts the registers live at the
 busiest point of the program, as a register allocator would:

@@ -1,6 +1,6 @@
 """The compiler's view of a program: what the compiler decided for it at one grid on one GPU
 architecture -- registers per thread, spills, and, when compiled, the SASS of each loop body (its
-instruction mix, unroll factor and dependencies; ``backends/triton/compile.py``'s
+instruction mix, unroll factor and dependencies; ``toolchain/compile.py``'s
 ``CompiledResources``). It comes from a named source:
 
 - ``triton X.Y.Z``: Triton's own compiler at that version, for the config's ``compute_capability``
@@ -47,7 +47,7 @@ def view_name(cfg: GPUConfig | None = None, mode: str | None = None) -> str:
     m = resources_mode(mode)
     if m == "estimated" or (cfg is not None and cfg.compute_capability is None):
         return ESTIMATE
-    from ..backends.triton import compile as tc    # lazy: triton is optional
+    from ..toolchain import compile as tc    # lazy: triton is optional
 
     if not tc.available():
         return ESTIMATE
@@ -84,7 +84,7 @@ def compiled(program: ir.Program, cfg: GPUConfig, grid=None, mode: str | None = 
     m = resources_mode(mode)
     if m == "estimated":
         return None
-    from ..backends.triton import compile as tc    # lazy: triton is optional
+    from ..toolchain import compile as tc    # lazy: triton is optional
 
     arch = cfg.compute_capability
     if arch is None or not tc.available():

@@ -21,7 +21,7 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from ...dsl import ir
+from ..dsl import ir
 from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
 from .sass_deps import loop_bodies, scan, straight_body
@@ -262,11 +262,11 @@ def _compile_clean(source: str, name: str, sig_types: tuple, num_warps: int, num
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     job = json.dumps([source, name, list(sig_types), num_warps, num_stages, arch])
-    code = ("import json, sys\nfrom gpusim.backends.triton import compile as c\n"
+    code = ("import json, sys\nfrom gpusim.toolchain import compile as c\n"
             "a = json.loads(sys.stdin.read())\n"
             "try:\n    print(json.dumps({'result': c._compile(a[0], a[1], tuple(a[2]), *a[3:]).to_dict()}))\n"
             "except c.CompileError as e:\n    print(json.dumps({'error': str(e)}))\n")
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x])
     out = subprocess.run([sys.executable, "-c", code], input=job, capture_output=True, text=True, env=env)
     try:

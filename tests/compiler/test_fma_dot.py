@@ -8,7 +8,7 @@ import re
 import pytest
 
 from gpusim.backends.sim import cost
-from gpusim.backends.triton.lower import lower
+from gpusim.toolchain.lower import lower
 from gpusim.compiler.layouts import Graph, dot_layouts
 from gpusim.dsl import dot, load, loop, program_id, store, trace, trans, zeros
 from gpusim.dsl import ir
@@ -109,7 +109,7 @@ def test_fp32_gemm_is_timed_at_the_fp32_rate_not_tf32():
 def test_compiled_sass_runs_each_dot_where_it_is_timed(a_dt, b_dt, layout):
     """sm_90 SASS of the lowered kernel: tensor instructions exactly when the timing model charges
     the tensor cores; otherwise at least one FFMA per multiply-add per thread."""
-    from gpusim.backends.triton import compile as tc
+    from gpusim.toolchain import compile as tc
 
     if not tc.available():
         pytest.skip("triton is not installed")
@@ -130,7 +130,7 @@ def test_compiled_sass_runs_each_dot_where_it_is_timed(a_dt, b_dt, layout):
 def test_fma_dot_issue_and_registers_against_the_compiled_loop():
     """The estimate's instructions per FFMA and registers of an fp32 GEMM tile, against ptxas."""
     import gpusim
-    from gpusim.backends.triton import compile as tc
+    from gpusim.toolchain import compile as tc
     from gpusim.compiler import registers
     from gpusim.compiler.sass_mix import fma_dot_issue
 

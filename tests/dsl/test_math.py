@@ -15,7 +15,7 @@ if DEVICE == "cpu":
 from gpusim import dsl  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
 from gpusim.backends.sim.cost import op_cost  # noqa: E402
-from gpusim.backends.triton.lower import lower  # noqa: E402
+from gpusim.toolchain.lower import lower  # noqa: E402
 from gpusim.dsl import ir  # noqa: E402
 from gpusim.hardware import load_gpu  # noqa: E402
 from gpusim.kernels import resolve_kernel  # noqa: E402

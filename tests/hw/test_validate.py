@@ -321,7 +321,7 @@ def test_select_ncu_points_cap():
 FAKE_NCU = r'''#!{python}
 import json, sys
 from gpusim.kernels import build
-from gpusim.backends.triton.lower import kernel_name
+from gpusim.toolchain.lower import kernel_name
 spec = json.load(open(sys.argv[-1]))
 assert sys.argv[1:3] == ["--clock-control", "none"], sys.argv
 assert sys.argv[-5:-1] == ["-m", "gpusim", "validate", "--ncu-points"], sys.argv

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import gpusim
 from gpusim.backends import numpy_exec as ne
-from gpusim.backends.triton.lower import lower
+from gpusim.toolchain.lower import lower
 from gpusim.dsl import ir
 from gpusim.kernels import build
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpusim import compiler
-from gpusim.backends.triton import compile as tc
+from gpusim.toolchain import compile as tc
 from gpusim.hardware import load_gpu
 from gpusim.output.tables import run_table
 from gpusim.sweep import runner

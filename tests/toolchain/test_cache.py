@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from gpusim.backends.triton import cache
+from gpusim.toolchain import cache
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ if "triton" not in sys.modules:
 from gpusim import kernels
 from gpusim import compiler
 from gpusim.backends.sim import cost
-from gpusim.backends.triton.compile import (CompiledResources, access_bytes, mma_flops_per_warp, parse_res_usage,
+from gpusim.toolchain.compile import (CompiledResources, access_bytes, mma_flops_per_warp, parse_res_usage,
                                             parse_sass)
 from gpusim.hardware import load_gpu
 
-TABLE = Path(__file__).resolve().parents[2] / "data" / "compiled_resources_sm90.json"
+TABLE = Path(__file__).resolve().parents[1] / "data" / "compiled_resources_sm90.json"
 
 SASS = """
         /*0000*/                   LDC R1, c[0x0][0x28] ;
@@ -91,7 +91,7 @@ def _recorded():
 
 def _needs_same_triton():
     triton = pytest.importorskip("triton", reason="compiling needs the triton package (no GPU)")
-    from gpusim.backends.triton import compile as tc
+    from gpusim.toolchain import compile as tc
 
     if not tc.available():
         pytest.skip("this triton wheel carries no NVIDIA toolchain")
@@ -105,7 +105,7 @@ def _needs_same_triton():
 def test_compiling_reproduces_recorded_registers(pick, tmp_path, monkeypatch):
     _needs_same_triton()
     monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path / "cache"))   # a cold cache: really compile
-    from gpusim.backends.triton import compile as tc
+    from gpusim.toolchain import compile as tc
 
     monkeypatch.setattr(tc, "_MEMO", {})
     _, rows = _recorded()
@@ -156,7 +156,7 @@ def test_compiling_a_source_the_interpreter_just_ran(tmp_path, monkeypatch):
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs the Triton interpreter (TRITON_INTERPRET=1 before triton is imported)")
     from gpusim.backends import numpy_exec
-    from gpusim.backends.triton import compile as tc
+    from gpusim.toolchain import compile as tc
     from gpusim.backends.triton import run as tb
 
     monkeypatch.setenv("GPUSIM_CACHE_DIR", str(tmp_path))

@@ -6,7 +6,7 @@ special-function pipe for 32 lanes; a loop's SIMT steps last at least that long.
 its own body's counts (``body_mixes``). This sees work the tile-level op list cannot: work the
 compiler duplicates across warps, layout conversions, index arithmetic, the reductions' shuffles.
 
-Measured by: the SASS of the kernels compiled for sm_90 (``backends/triton/compile.py``) against the
+Measured by: the SASS of the kernels compiled for sm_90 (``toolchain/compile.py``) against the
 H200's times: a streamed softmax (8192 x 32768 fp16) was 49% too slow when every loop took all
 loops' counts, 19% with each loop's own (docs/model.md, "Below the tile").
 

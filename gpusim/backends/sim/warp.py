@@ -1,5 +1,5 @@
 """How long one warp takes to issue a compiled loop body when each instruction waits for the
-results it reads: a scoreboard over the loop's SASS (``backends/triton/sass_deps.py``).
+results it reads: a scoreboard over the loop's SASS (``toolchain/sass_deps.py``).
 
 One warp alone on its scheduler issues at most one instruction per clock, in order. An
 instruction issues once its source registers are ready; its result is ready ``latency`` cycles

@@ -1,2 +1,3 @@
-"""Triton backend: ``lower`` (IR -> Triton source) and ``run`` (import, run and time on a GPU or the
-Triton interpreter). Importing this package does not import triton or torch."""
+"""Triton backend: ``run`` imports the source that ``gpusim.toolchain.lower`` generates, runs whole
+workloads on a GPU or the Triton interpreter and times them. Importing this package does not import
+triton or torch."""

@@ -1,6 +1,7 @@
-"""Triton backend, running side: imports generated sources (through ``cache``), runs whole
-workloads through torch tensors (CUDA, or CPU under ``TRITON_INTERPRET=1``) and times them with
-``triton.testing.do_bench``. triton and torch are imported inside functions only."""
+"""Triton backend: imports the sources ``gpusim.toolchain.lower`` generates (through the checked
+``toolchain.cache``), runs whole workloads through torch tensors (CUDA, or CPU under
+``TRITON_INTERPRET=1``) and times them with ``triton.testing.do_bench``. triton and torch are
+imported inside functions only."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,8 @@ import os
 import numpy as np
 
 from ...dsl import ir
-from .cache import cache_dir, import_source, interpreting  # noqa: F401  (cache_dir: where generated sources live)
-from .lower import kernel_name, launch_stages, lower
+from ...toolchain.cache import cache_dir, import_source, interpreting  # noqa: F401  (cache_dir: where generated sources live)
+from ...toolchain.lower import kernel_name, launch_stages, lower
 
 
 # --------------------------------------------------------------------------- generated modules
@@ -26,14 +27,16 @@ def _torch_dtype(dtype: str):
     import torch
 
     return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32,
+            "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2,
             "bool": torch.bool}[dtype]
 
 
 def _to_torch(arr: np.ndarray, t: ir.TensorArg, device: str):
     import torch
 
-    if t.dtype == "bf16":
-        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).to(device=device, dtype=torch.bfloat16)
+    if t.dtype in ("bf16", "fp8e4m3", "fp8e5m2"):     # float32 arrays holding values of the format: exact
+        return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32)).to(device=device,
+                                                                                dtype=_torch_dtype(t.dtype))
     np_dt = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}[t.dtype]
     return torch.from_numpy(np.ascontiguousarray(arr, dtype=np_dt)).to(device)
 
@@ -42,7 +45,7 @@ def _to_numpy(x, t: ir.TensorArg) -> np.ndarray:
     import torch
 
     x = x.detach().cpu()
-    return (x.to(torch.float32) if t.dtype == "bf16" else x).numpy().copy()
+    return (x.to(torch.float32) if t.dtype in ("bf16", "fp8e4m3", "fp8e5m2") else x).numpy().copy()
 
 
 def _check_device(device: str) -> None:
@@ -137,10 +140,3 @@ def time_workload(workload: ir.Workload, inputs: dict, reps_ms: int = 100, warmu
             key = f"{name}#{n}"
         per[key] = bench(go)
     return {"total_us": bench(whole), "per_launch_us": per}
-
-
-def workload_source(workload: ir.Workload) -> str:
-    """Generated Triton source of every launch of ``workload``, each headed by its name and grid."""
-    parts = [f"# ===== launch {launch.name}: grid={tuple(launch.grid)}\n{lower(launch.program, launch.grid)}"
-             for launch in workload.launches]
-    return "\n\n".join(parts)

@@ -1,6 +1,6 @@
 """Compiled resources of a user's Triton kernel: its own source compiled by Triton for the GPU's
 architecture (no GPU needed), as the compiled view compiles the source gpusim generates for DSL
-kernels, and read back the same way (``backends/triton/compile.py``: registers, spills, SASS mix,
+kernels, and read back the same way (``toolchain/compile.py``: registers, spills, SASS mix,
 loop bodies). The signature is the one Triton's JIT would specialise for the launch: pointers
 16-byte aligned, integer arguments divisible by 16 marked so, integers equal to 1 as constants.
 Results are cached per process and on disk, keyed by the kernel file's text and the launch."""
@@ -13,8 +13,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from ...backends.triton import compile as tc
-from ...backends.triton.cache import cache_dir, digest, write_atomic
+from ...toolchain import compile as tc
+from ...toolchain.cache import cache_dir, digest, write_atomic
 from .trace import python_function
 
 POINTER = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32"}

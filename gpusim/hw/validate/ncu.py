@@ -107,9 +107,9 @@ def assign_ncu(kernels: list, expected: list, statuses: dict) -> dict:
 
 
 def expected_kernels(kernel: str, params: dict) -> list:
-    from ...backends.triton import run as tb
+    from ...toolchain.lower import kernel_name
 
-    return [tb.kernel_name(l.program) for l in build(kernel, params).launches]
+    return [kernel_name(l.program) for l in build(kernel, params).launches]
 
 
 def _ncu_fatal(text: str) -> bool:
@@ -233,6 +233,7 @@ def ncu_points_entry(spec_arg: str) -> int:
         spec if isinstance(spec, list) else [spec])
     device = spec.get("device", "cuda") if isinstance(spec, dict) else "cuda"
     from ...backends.triton import run as tb
+    from ...toolchain.lower import kernel_name
 
     for i, pt in enumerate(points):
         idx = pt.get("index", i)
@@ -246,7 +247,7 @@ def ncu_points_entry(spec_arg: str) -> int:
             for launch, (_, go) in zip(wl.launches, tb.launchers(wl, mem)):
                 go()
                 st["launched"] += 1
-                st["kernels"].append(tb.kernel_name(launch.program))
+                st["kernels"].append(kernel_name(launch.program))
             if device.startswith("cuda"):
                 import torch
 

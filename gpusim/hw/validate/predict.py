@@ -76,7 +76,7 @@ def compiler_mismatch(data: dict) -> str | None:
     can differ between versions: the backward's dQ at d 128, 64x64, 8 warps is 137 registers and
     one CTA per SM with triton 3.9, 128 and two with 3.6); None when they agree or nothing compiles."""
     from ...compiler import resources_mode
-    from ...backends.triton import compile as tc
+    from ...toolchain import compile as tc
 
     measured = (data.get("environment") or {}).get("triton")
     if not measured or resources_mode() == "estimated" or not tc.available():

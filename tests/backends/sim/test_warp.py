@@ -4,7 +4,7 @@ import pytest
 
 from gpusim.backends.sim import warp
 from gpusim.backends.sim.steps import SimtStep
-from gpusim.backends.triton.sass_deps import instruction, loop_bodies
+from gpusim.toolchain.sass_deps import instruction, loop_bodies
 
 RATES = {"mufu": 16.0, "shfl": 32.0, "shared": 128.0}
 LAT = {"fp32": 4, "int": 2, "mufu": 20, "shfl": 30, "shared": 30, "shared_store": 30, "barrier": 10, "branch": 0}
@@ -108,7 +108,7 @@ def test_min_cycles_is_a_floor_not_a_pipe_hold():
 
 
 def test_straight_body_is_the_code_outside_loops():
-    from gpusim.backends.triton.sass_deps import straight_body
+    from gpusim.toolchain.sass_deps import straight_body
 
     body = straight_body(SASS)
     assert [b.split("|")[0] for b in body] == ["MOV", "EXIT"]

@@ -21,7 +21,8 @@ pytest.importorskip("torch", reason="the Triton backend allocates tensors with t
 
 from gpusim import kernels  # noqa: E402
 from gpusim.backends import numpy_exec  # noqa: E402
-from gpusim.backends.triton import lower as _lower, run as tb  # noqa: E402
+from gpusim.backends.triton import run as tb  # noqa: E402
+from gpusim.toolchain import lower as _lower  # noqa: E402
 from gpusim.dsl import builder as dsl  # noqa: E402
 from gpusim.dsl import ir  # noqa: E402
 
@@ -174,7 +175,7 @@ def test_non_power_of_two_tile_is_rejected():
 def test_workload_source_lists_every_launch():
     from gpusim.kernels import build
 
-    src = tb.workload_source(build("attention_naive", dict(ATTN)))
+    src = _lower.workload_source(build("attention_naive", dict(ATTN)))
     for name in ("qk", "scale", "softmax", "pv"):
         assert f"# ===== launch {name}: grid=" in src
     assert src.count("@triton.jit") == 4

@@ -13,7 +13,8 @@ pytest.importorskip("triton", reason="the Triton backend needs the triton packag
 pytest.importorskip("torch", reason="the Triton backend allocates tensors with torch")
 
 from gpusim.backends import numpy_exec as ne  # noqa: E402
-from gpusim.backends.triton import lower as _lower, run as tb  # noqa: E402
+from gpusim.backends.triton import run as tb  # noqa: E402
+from gpusim.toolchain import lower as _lower  # noqa: E402
 from gpusim.kernels import build  # noqa: E402
 from gpusim.kernels.backward import flash_bwd_inputs, flash_bwd_reference  # noqa: E402
 
