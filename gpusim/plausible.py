@@ -60,7 +60,22 @@ PLAUSIBLE = {
     "dvfs_energy_exponent": (0, 6, ()),                      # 2.27 measured (C V^2 f with V ~ f: 2)
     "launch_overhead_us": (0, 1e4, ((1e-3, "ns"),)),         # 1.4 .. 3 us
     "sync_overhead_us": (0, 1e4, ((1e-3, "ns"),)),
+    # the links between the GPUs of one node (0 = none, see NONE_VALUE) and NCCL's use of them
+    "nvlink_generation": (1, 10, ()),                        # 3 (A100) .. 4 (H100/H200); 5 (B200)
+    "nvlink_links": (1, 256, ()),                            # 12 (A100) .. 18 (H100/H200)
+    "nvlink_bandwidth_bytes_per_s": (1e10, 1e14, _RATE_HINTS),   # 600 .. 900 GB/s, both directions
+    "gpus_per_node": (1, 1024, ()),                          # 8 (HGX); 72 in one NVLink domain (NVL72)
+    "nccl_ring_efficiency": (0.05, 1.0, ()),                 # 0.78 .. 0.82 fitted; 1 = the line rate
+    "nccl_nvls_efficiency": (0.05, 1.5, ()),                 # 0.60 fitted; past 1: the switch reduces
+    "nccl_ll_fraction": (0.01, 1.0, ()),                     # 0.57 fitted (LL moves half its bytes as flags)
+    "nccl_call_overhead_us": (0, 1e4, ((1e-3, "ns"),)),      # 27.7 us fitted; 0 in the ideal bound
+    "nccl_nvls_latency_us": (0, 1e4, ((1e-3, "ns"),)),       # 14.6 us fitted
+    "nccl_ramp_bytes": (KIB, 1 << 40, ((MIB, "MiB"), (KIB, "KiB"))),   # 18.7 MB fitted; 0 = no ramp
+    "nccl_ramp_fraction": (0.01, 1.0, ()),                   # 0.59 fitted; 1 = no ramp
 }
+# Fields whose value here means "the GPU has none of it" (no NVLink, no ramp): that value is
+# plausible too; any other has to be inside the range, so 900 (GB/s) still gets its hint.
+NONE_VALUE = {"nvlink_generation": 0, "nvlink_links": 0, "nvlink_bandwidth_bytes_per_s": 0, "nccl_ramp_bytes": 0}
 
 
 def _scaled(v: float, factor: float, unit: str) -> str:
@@ -78,7 +93,7 @@ def plausibility_problem(name: str, v: float) -> str | None:
     if isinstance(v, dict):         # a nested table (request_latency_cycles): its entries
         return next((w for w in map(lambda x: plausibility_problem(name, x), v.values()) if w), None)
     lo, hi, hints = PLAUSIBLE[name]
-    if lo <= v <= hi:
+    if lo <= v <= hi or (name in NONE_VALUE and v == NONE_VALUE[name]):
         return None
     for factor, unit in hints:
         if v > 0 and lo <= v * factor <= hi:

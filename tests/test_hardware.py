@@ -32,9 +32,18 @@ def test_every_numeric_field_has_a_range():
     ("sram_bytes_per_sm", 228, "did you mean 233472 (228 KiB)?"),
     ("l2_bytes", 50, "did you mean 52428800 (50 MiB)?"),
     ("sm_count", 5000, "outside the plausible range 1 .. 1024"),
+    ("nvlink_bandwidth_bytes_per_s", 900, "did you mean 900e9 (GB/s)?"),
+    ("nccl_ramp_bytes", 18, "did you mean 18874368 (18 MiB)?"),
+    ("nccl_ring_efficiency", 0.001, "outside the plausible range 0.05 .. 1"),
 ])
 def test_plausibility_hints(field, value, hint):
     assert plausibility_problem(field, value) == hint
+
+
+@pytest.mark.parametrize("field", ["nvlink_links", "nvlink_bandwidth_bytes_per_s", "nccl_ramp_bytes"])
+def test_none_is_plausible_but_a_small_value_is_not(field):
+    assert plausibility_problem(field, 0) is None           # no NVLink, no ramp
+    assert plausibility_problem(field, 0.5) is not None
 
 
 def test_plausible_values_pass():
