@@ -263,4 +263,8 @@ def test_progress_lines_when_not_a_terminal(tmp_path):
     assert "\r" not in r.stderr
     lines = [x for x in r.stderr.splitlines() if " points " in x]
     assert [x.split()[1] for x in lines] == ["1/3", "2/3", "3/3"], r.stderr
-    assert len(r.stdout.splitlines()) == 6          # header, rule, three rows, the compiler view
+    out = r.stdout.splitlines()                     # header, rule, three rows, then the notes
+    assert [x.split()[0] for x in out[2:5]] == ["h100"] * 3 and set(out[1]) <= {"-", " "}, r.stdout
+    notes = [x.split(":")[0] for x in out[5:]]      # no progress line among them
+    assert notes[0] == "bound" and notes[-1] == "compiler view", r.stdout
+    assert set(notes) <= {"bound", "calibration", "compiler view"} and len(notes) == len(set(notes)), r.stdout
