@@ -1,9 +1,9 @@
 """Checks a point passes before any simulation: fast, closed-form, no SimPy.
 
-Owns three refusals, in this order:
+Owns these refusals, in this order:
 
 1. HBM capacity: the workload's tensors must fit in the GPU's HBM (``hbm_bytes``), else the point
-   is ``infeasible``.
+   is ``infeasible``; so is an fp8 workload on a GPU without FP8 tensor cores (``dtype_problem``).
 2. Tile rules Triton enforces (``dsl/rules.py``), else ``infeasible``.
 3. Work: an estimate of what the simulator (and the numpy check) would do; above ``max_work`` the
    point is refused with ``WorkLimitError`` naming the estimate and how to raise the limit.
@@ -156,9 +156,23 @@ def check_memory(workload: ir.Workload, check=False, max_work: float | None = No
             f"max_work (the limit scales with it)")
 
 
+def dtype_problem(workload: ir.Workload, cfg: GPUConfig) -> str | None:
+    """Why ``cfg`` cannot run the workload's dtypes, or None: an fp8 tensor needs FP8 tensor cores,
+    i.e. an fp8 entry in ``tensor_flops_per_s`` (Hopper has them; the A100 does not)."""
+    used = {t.dtype for t in workload.tensors.values()} | {
+        x.dtype for launch in workload.launches for op in ir.walk(launch.program.body)
+        if isinstance(op, ir.Dot) for x in (op.a, op.b)}
+    for dt in sorted(used & set(ir.FP8_DTYPES)):
+        if dt not in cfg.tensor_flops_per_s:
+            return (f"{dt} on {cfg.name}: this GPU has no FP8 tensor cores (its tensor_flops_per_s lists "
+                    f"{', '.join(cfg.tensor_flops_per_s)}); FP8 needs a Hopper GPU such as h100 or h200")
+    return None
+
+
 def infeasible_reason(workload: ir.Workload, cfg: GPUConfig) -> str | None:
-    """Why no GPU run of ``workload`` on ``cfg`` is possible (HBM capacity, Triton tile rules), or None."""
-    return hbm_problem(workload, cfg) or first_violation(workload)
+    """Why no GPU run of ``workload`` on ``cfg`` is possible (HBM capacity, dtypes the GPU lacks,
+    Triton tile rules), or None."""
+    return hbm_problem(workload, cfg) or dtype_problem(workload, cfg) or first_violation(workload)
 
 
 def check_work(workload: ir.Workload, cfg: GPUConfig, fidelity: str = "fast", check=False,

@@ -9,7 +9,7 @@ import numpy as np
 from ..dsl import (LOG2E, arange, cdiv, dot, exp2, full, load, loop, maximum, program_id, store, tmax, trace, trans,
                    tsum, where, zeros)
 from ..dsl.ir import Launch, TensorArg, Workload, emax, emin
-from .spec import COMMON, POW2, Param, kernel, next_pow2, register_kernel
+from .spec import COMMON, DTYPES, POW2, Param, common, kernel, next_pow2, register_kernel
 
 ATTN_SHAPE = (Param("batch", int, 4, "batch size"), Param("heads", int, 16, "attention heads"),
               Param("seq_len", int, 4096, "sequence length N"), Param("head_dim", int, 64, "head dimension d"))
@@ -20,6 +20,8 @@ def attention_reference(x, p):
     ``p['window']`` positions of the query when it is set, and each K/V head shared by
     ``heads / kv_heads`` consecutive query heads."""
     q, k, v = x["q"], x["k"], x["v"]
+    if p.get("dtype") == "fp8e4m3":         # fp8: V is given as [heads, head_dim, seq_len]
+        v = np.swapaxes(v, -1, -2)
     group = q.shape[0] // k.shape[0]
     if group > 1:
         k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
@@ -55,12 +57,13 @@ def softmax_body(s, p, *, BLOCK_C):
     store(p, (bh, row, 0), e / tsum(e, 1)[:, None])
 
 
-def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale, group=1, window=0):
+def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale, group=1, window=0, v_trans=False):
     """FlashAttention forward: one CTA per (query block, batch*head), online softmax over key blocks.
 
     ``group`` query heads share one K/V head (GQA/MQA; K and V hold batch*kv_heads heads).
     ``window`` > 0 keeps keys fewer than ``window`` positions from the query (only earlier ones
-    when causal); the loop visits only the key blocks that meet that band."""
+    when causal); the loop visits only the key blocks that meet that band. ``v_trans``: V is given
+    as [heads, d, n], K-major for ``P V`` (fp8, whose MMA reads only K-major operands)."""
     m, bh = program_id(0), program_id(1)
     kvh = bh // group if group > 1 else bh
     n_ctx, d = q.shape[1], q.shape[2]
@@ -93,7 +96,7 @@ def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale, gr
         p = exp2(s - m_sub[:, None])
         alpha = exp2(m_i - m_sub)
         l_new = l_i * alpha + tsum(p, 1)
-        vt = load(v, (kvh, n, 0), (BLOCK_N, dp))
+        vt = trans(load(v, (kvh, 0, n), (dp, BLOCK_N))) if v_trans else load(v, (kvh, n, 0), (BLOCK_N, dp))
         acc = dot(p.to(q.dtype), vt, acc * alpha[:, None])
         return acc, m_new, l_new
 
@@ -104,9 +107,15 @@ def flash_body(q, k, v, o, *, BLOCK_M, BLOCK_N, num_stages, causal, sm_scale, gr
 
 # --------------------------------------------------------------------------- workload builders
 def attention_tensors(p) -> dict:
-    """q, k, v, o of shape [batch*heads, seq_len, head_dim] in the storage dtype."""
+    """q, k, v, o of shape [batch*heads, seq_len, head_dim] in the storage dtype; in fp8e4m3, o is
+    fp16 and v is [batch*heads, head_dim, seq_len] (K-major for ``P V``, as FP8 attention kernels
+    take it: an MN-major fp8 V is transposed byte by byte into shared memory)."""
     bh, n, d, dt = p["batch"] * p["heads"], p["seq_len"], p["head_dim"], p["dtype"]
-    return {nm: TensorArg(nm, (bh, n, d), dt) for nm in ("q", "k", "v", "o")}
+    t = {nm: TensorArg(nm, (bh, n, d), dt) for nm in ("q", "k", "v", "o")}
+    if dt == "fp8e4m3":
+        t["o"] = TensorArg("o", (bh, n, d), "fp16")
+        t["v"] = TensorArg("v", (bh, d, n), dt)
+    return t
 
 
 @register_kernel
@@ -147,7 +156,9 @@ SCALE_TILE = dict(BLOCK_R=32, BLOCK_C=128)
 
 
 @register_kernel
-@kernel(name="attention_flash", help="one fused launch, tiled online softmax (FlashAttention forward)",
+@kernel(name="attention_flash", help="one fused launch, tiled online softmax (FlashAttention forward); with "
+                                    "fp8e4m3 Q, K, V (no per-tensor scales; V given as [heads, head_dim, seq_len]) "
+                                    "P is rounded to fp8e4m3 for P V and O is fp16",
         reference=attention_reference,
         params=ATTN_SHAPE + (Param("causal", bool, False, "causal mask; skips fully masked tiles", positive=False),
                              Param("BLOCK_M", int, 128, "query rows per CTA", POW2),
@@ -157,7 +168,8 @@ SCALE_TILE = dict(BLOCK_R=32, BLOCK_C=128)
                                                        "(GQA; 1: MQA); 0: heads", positive=False),
                              Param("window", int, 0, "sliding window: keys fewer than this many positions from the "
                                                      "query (earlier ones only when causal); 0: off",
-                                   positive=False)) + COMMON)
+                                   positive=False))
+        + common(DTYPES + ("fp8e4m3",), "storage dtype of Q, K, V (and of O, fp16 for fp8e4m3)"))
 def attention_flash(p) -> Workload:
     t = attention_tensors(p)
     bm, bn, n = p["BLOCK_M"], p["BLOCK_N"], p["seq_len"]
@@ -170,9 +182,11 @@ def attention_flash(p) -> Workload:
     if kvh != p["heads"]:
         extra["group"] = p["heads"] // kvh
         for nm in ("k", "v"):
-            t[nm] = TensorArg(nm, (p["batch"] * kvh, n, p["head_dim"]), p["dtype"])
+            t[nm] = TensorArg(nm, (p["batch"] * kvh,) + t[nm].shape[1:], p["dtype"])
     if p["window"]:
         extra["window"] = p["window"]
+    if p["dtype"] == "fp8e4m3":
+        extra["v_trans"] = True
     prog = trace(flash_body, "attention_flash", [t["q"], t["k"], t["v"], t["o"]], num_warps=p["num_warps"],
                  BLOCK_M=bm, BLOCK_N=bn, num_stages=p["num_stages"], causal=p["causal"],
                  sm_scale=1.0 / math.sqrt(p["head_dim"]), **extra)

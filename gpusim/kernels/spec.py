@@ -35,6 +35,7 @@ from typing import Callable
 from .time_limit import TimeLimitError, time_limit
 
 DTYPES = ("fp16", "bf16", "fp32")
+FP8_DTYPES = ("fp8e4m3", "fp8e5m2")     # storage dtypes of the kernels that take fp8 (``common``)
 PARAM_KINDS = (int, float, bool, str)
 
 
@@ -344,6 +345,11 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-COMMON = (Param("dtype", str, "fp16", "storage dtype of the HBM tensors", DTYPES),
-          Param("num_warps", int, 4, "warps per CTA (Triton's num_warps)", (1, 2, 4, 8, 16, 32)))
+def common(dtypes: tuple = DTYPES, dtype_help: str = "storage dtype of the HBM tensors") -> tuple:
+    """The ``dtype`` and ``num_warps`` parameters every built-in takes, ``dtype`` one of ``dtypes``."""
+    return (Param("dtype", str, "fp16", dtype_help, dtypes),
+            Param("num_warps", int, 4, "warps per CTA (Triton's num_warps)", (1, 2, 4, 8, 16, 32)))
+
+
+COMMON = common()
 POW2 = tuple(2 ** i for i in range(4, 9))      # tile sizes 16..256

@@ -26,7 +26,8 @@ from .cache import cache_dir, digest, import_source, interpreting, write_atomic
 from .lower import kernel_name, launch_stages, lower
 from .sass_deps import loop_bodies, scan, straight_body
 
-POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1"}
+POINTER_TYPE = {"fp16": "*fp16", "bf16": "*bf16", "fp32": "*fp32", "int32": "*i32", "bool": "*i1",
+                "fp8e4m3": "*fp8e4nv", "fp8e5m2": "*fp8e5"}
 FORMAT = 5   # bump when the fields of CompiledResources change (part of the cache key); 3: loop MMA FLOPs, load bytes;
 #              4: loop bodies with their register dependencies; 5: the straight-line code outside loops
 
@@ -124,11 +125,12 @@ def mma_flops_per_warp(op: str, tail: str) -> float:
     """Tensor FLOPs of one warp's share of an MMA instruction from its shape modifier: a Hopper
     ``HGMMA.64x32x16`` is issued by the 4 warps of a warpgroup for a 64x32x16 product (2*M*N*K / 4
     each); an ``HMMA.16816`` (m16n8k16) is one warp's. 0 when the shape is not recognised."""
-    m = (_HGMMA_SHAPE if op == "HGMMA" else _HMMA_SHAPE).match(tail)
+    wg = op in ("HGMMA", "QGMMA")         # QGMMA: the FP8 warpgroup MMA (e.g. 64x128x32.F32.E4M3.E4M3)
+    m = (_HGMMA_SHAPE if wg else _HMMA_SHAPE).match(tail)
     if not m:
         return 0.0
     a, b, c = (int(x) for x in m.groups())
-    return 2.0 * a * b * c / (4 if op == "HGMMA" else 1)
+    return 2.0 * a * b * c / (4 if wg else 1)
 
 
 def parse_sass(text: str, scanned: tuple | None = None) -> dict:
@@ -147,7 +149,7 @@ def parse_sass(text: str, scanned: tuple | None = None) -> dict:
             total[k] += 1
             if inside:
                 in_loop[k] += 1
-        if inside and op in ("HGMMA", "HMMA"):
+        if inside and op in ("HGMMA", "QGMMA", "HMMA"):
             mma_flops += mma_flops_per_warp(op, mods + rest)
         if op in ("LDG", "LDGSTS"):
             loads[access_bytes(op, mods)] += 1

@@ -90,7 +90,7 @@ def math_cost(name: str, n: float, cfg: GPUConfig) -> OpCost:
 
 def dot_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
     """A ``dot`` on the unit the lowering runs it on (``dtypes.dot_mode``, the one rule both use):
-    fp16/bf16 operands on the tensor cores at the config's rate for that dtype and the tile's
+    fp16/bf16/fp8 operands on the tensor cores at the config's rate for that dtype and the tile's
     measured efficiency; fp32 (or mixed) operands, which the lowering emits with
     ``input_precision="ieee"``, as FFMAs on the FP32 pipe at its measured rate
     (``fp32_flops_per_s``: one FFMA per multiply-add), times the loop instructions per FFMA of
@@ -102,7 +102,10 @@ def dot_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
     if unit == "fma":
         rows, cols = blocked_split((m, n), 4, num_warps)
         return OpCost(simt_cycles=m * n * k * fma_dot_issue(rows * cols) / cfg.vector_ops_per_clk_per_sm)
-    rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k, num_warps)
+    # the efficiency table holds 16-bit tiles: an fp8 tile of depth k has the bytes and the MMA
+    # instructions (k = 32 each) of a 16-bit tile of depth k / 2
+    k_eff = max(1, k * ir.DTYPE_BYTES[dt] // 2)
+    rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k_eff, num_warps)
     return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
 
 
