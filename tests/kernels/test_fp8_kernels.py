@@ -25,6 +25,7 @@ from gpusim.backends.sim.cost import dot_cost  # noqa: E402
 from gpusim.dsl import ir  # noqa: E402
 from gpusim.hardware import load_gpu  # noqa: E402
 from gpusim.kernels import KERNELS  # noqa: E402
+from gpusim.physics import check_status, check_tolerance  # noqa: E402
 
 U_E4M3 = 2.0 ** -4
 SMALL_MM = dict(M=64, N=64, K=256, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
@@ -68,12 +69,13 @@ def test_flash_within_e4m3_roundoff_of_softmax_reference(extra):
     wl = KERNELS["attention_flash"].build(dtype="fp8e4m3", **SMALL_FLASH, **extra)
     err = ne.check(wl)
     assert 0.1 * U_E4M3 < err < 0.5 * U_E4M3                    # ...and bounded by e4m3's unit roundoff
+    assert check_status(wl.params, err)[0] == "ok" and check_tolerance(wl.params) == U_E4M3
 
 
 @pytest.mark.parametrize("name,params", [("matmul", dict(dtype="fp8e4m3", **SMALL_MM)),
                                          ("matmul", dict(dtype="fp8e5m2", **SMALL_MM)),
                                          ("attention_flash", dict(dtype="fp8e4m3", causal=True, **SMALL_FLASH))])
-def test_triton_matches_numpy_bit_for_bit(name, params):
+def test_triton_matches_numpy(name, params):
     from gpusim.backends.triton.run import run_workload
 
     wl = KERNELS[name].build(**params)
@@ -81,7 +83,10 @@ def test_triton_matches_numpy_bit_for_bit(name, params):
     out = run_workload(wl, x, device=DEVICE)
     want = ne.execute(wl, x)
     for n in wl.outputs:
-        np.testing.assert_array_equal(out[n], want[n])
+        if DEVICE == "cpu":
+            np.testing.assert_array_equal(out[n], want[n])
+        else:       # a GPU sums in another order (and FP8 wgmma with a narrower accumulator)
+            assert ne.max_rel_err(out[n], want[n]) < 2e-3
 
 
 def test_fp8_dot_runs_at_the_fp8_rate():
