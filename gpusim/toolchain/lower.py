@@ -21,11 +21,8 @@ Semantics follow ``gpusim.backends.numpy_exec`` (the specification):
   ``input_precision="ieee"`` (no TF32: FFMA on the FP32 pipe), which matches numpy's fp32 matmul.
 * Under the Triton interpreter (device="cpu") bf16 results can differ from numpy by one bf16
   ulp: the interpreter's fp32 -> bf16 conversion truncates where GPUs round to nearest even.
-* fp8 tensors are ``tl.float8e4nv`` / ``tl.float8e5``; a conversion to fp8 rounds to nearest even
-  and saturates (cvt.rn.satfinite on sm_90). The interpreter's own fp32 -> fp8 conversion does
-  neither (it rounds half up from one bit, loses the carry into an odd exponent and wraps past
-  the largest value), so under it the value is first rounded in fp32 by ``_fp8_round`` (exact
-  fp8 values then convert exactly).
+* fp8 is ``tl.float8e4nv`` / ``tl.float8e5``, converted to with rounding to nearest even, saturated
+  (cvt.rn.satfinite), first in fp32 under the interpreter, which does not (``interp_fp8``).
 * A ``Loop`` becomes ``for iN in tl.range(start, end, step, num_stages=S)`` (plain ``range``
   when nothing is pipelined) over tuple-assigned loop-carried variables; the launch passes
   ``num_warps`` and ``num_stages`` (the deepest loop's stages).
@@ -40,6 +37,7 @@ import re
 from ..dsl import ir
 from ..dsl.analysis import expr_bounds
 from ..dsl.dtypes import dot_mode
+from .interp_fp8 import FP8_ARGS, FP8_ROUND_SOURCE, makes_fp8
 
 TL_DTYPE = {"fp16": "tl.float16", "bf16": "tl.bfloat16", "fp32": "tl.float32", "int32": "tl.int32", "bool": "tl.int1",
             "fp8e4m3": "tl.float8e4nv", "fp8e5m2": "tl.float8e5"}     # OCP fp8 (Triton 3.9's names)
@@ -63,20 +61,6 @@ def _tanh(x):
     x2 = x * x
     small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
     return tl.where(ax < 0.125, small, tl.where(x < 0, -big, big))"""
-# the interpreter's rounding to fp8 (see the module docstring): nearest even via the fp32 magic
-# number on |x| / quantum (exact: a power of two), saturated, NaN kept
-_FP8_ROUND_INTERPRETER = """
-
-@triton.jit
-def _fp8_round(x, MANT: tl.constexpr, EMIN: tl.constexpr, VMAX: tl.constexpr):
-    a = tl.abs(x)
-    e = tl.maximum((a.to(tl.int32, bitcast=True) >> 23) - 127, EMIN)
-    q = ((e - MANT + 127) << 23).to(tl.float32, bitcast=True)
-    r = ((a / q + 8388608.0) - 8388608.0) * q
-    r = tl.where(a >= VMAX, VMAX, tl.where(r > VMAX, VMAX, r))
-    r = tl.where(a != a, a, r)
-    return tl.where(x < 0, -r, r)"""
-_FP8_ARGS = {"fp8e4m3": "3, -6, 448.0", "fp8e5m2": "2, -14, 57344.0"}      # dtypes.FP8_FORMATS
 _REDUCE_FN = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 _WIDE_INDEX_ELEMS = 2 ** 30     # tensors this large index in int64 (headroom for masked indices past the end)
 
@@ -155,8 +139,8 @@ class _Emitter:
         """Source for Value ``x`` converted to ``dtype`` (no-op when it already is)."""
         if x.dtype == dtype:
             return self.name(x)
-        if self.interpreter and dtype in _FP8_ARGS and x.dtype not in _FP8_ARGS:
-            return f"_fp8_round({self.as_dtype(x, 'fp32')}, {_FP8_ARGS[dtype]}).to({TL_DTYPE[dtype]})"
+        if self.interpreter and dtype in FP8_ARGS and x.dtype not in FP8_ARGS:
+            return f"_fp8_round({self.as_dtype(x, 'fp32')}, {FP8_ARGS[dtype]}).to({TL_DTYPE[dtype]})"
         return f"{self.name(x)}.to({TL_DTYPE[dtype]})"
 
     def operand(self, x, dtype: str, int_ok: bool = False) -> str:
@@ -380,10 +364,8 @@ class _Emitter:
         self.w(0, "import triton.language as tl")
         if any(isinstance(op, ir.Unary) and op.op == "tanh" for op in ir.walk(p.body)):
             self.lines += (_TANH_INTERPRETER if self.interpreter else _TANH_LIBDEVICE).splitlines()
-        if self.interpreter and any(getattr(op, "out", None) is not None and op.out.dtype in _FP8_ARGS
-                                    or isinstance(op, ir.Store) and op.tensor.dtype in _FP8_ARGS
-                                    for op in ir.walk(p.body)):
-            self.lines += _FP8_ROUND_INTERPRETER.splitlines()
+        if self.interpreter and makes_fp8(p):
+            self.lines += FP8_ROUND_SOURCE.splitlines()
         self.w(0, "")
         self.w(0, "")
         self.w(0, "@triton.jit")
