@@ -110,7 +110,7 @@ GPUS = [
     ("HBM size in GiB", ("hbm_bytes: 85899345920", "hbm_bytes: 80"), ["hbm_bytes = 80", "(80 GiB)"]),
     ("absurd SM count", ("sm_count: 132", "sm_count: 100000"), ["sm_count = 100000", "plausible range"]),
     ("missing field", ("sm_count: 132\n", ""), ["missing field sm_count"]),
-    ("missing fp32 tensor peak", ("fp32: 494.0e12}", "}"), ["tensor_flops_per_s needs an entry for fp32"]),
+    ("missing fp32 tensor peak", ("fp32: 494.0e12, ", ""), ["tensor_flops_per_s needs an entry for fp32"]),
     ("per-CTA SRAM above per-SM", ("sram_bytes_per_cta_max: 232448", "sram_bytes_per_cta_max: 300000"),
      ["sram_bytes_per_cta_max cannot exceed sram_bytes_per_sm"]),
     ("SM count as text", ("sm_count: 132", "sm_count: many"), ["field sm_count", "'many'"]),
