@@ -39,7 +39,7 @@ def _sim(item) -> dict:
     t0 = time.time()
     try:
         r = gpusim.simulate(kernel, _GPU, check=False, calibration="off", **params)
-        rec = breakdown(r)
+        rec = breakdown(r, gpusim.kernels.build(kernel, params))
     except Exception as e:
         rec = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
     rec.update(scenario=rel, set=kind, point=i, kernel=kernel, params=params, gpu_config=str(_GPU),

@@ -17,6 +17,7 @@ from .backends.sim.under_load import run_launch
 from .backends.sim.l2 import L2Cache
 from .backends.sim.stats import LaunchStats
 from .dsl import analysis, ir
+from .dsl.dtypes import dot_mode
 from .hardware import CONFIG_DIR, ConfigError, GPUConfig, load_gpu
 from .kernels import Kernel, resolve_kernel
 from .result import KernelResult, LaunchEvent, Result, TransferEvent, check_status
@@ -73,9 +74,11 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     dtype = params.get("dtype", "fp16")
     common = dict(hbm_bandwidth_bytes_per_s=cfg.hbm_read_bandwidth_bytes_per_s, clock_hz=cfg.clock_hz,
                   l2_bandwidth_bytes_per_s=cfg.l2_bandwidth_bytes_per_s, sm_count=cfg.sm_count)
-    uses_tensor = any(isinstance(op, ir.Dot) for l in workload.launches for op in ir.walk(l.program.body))
-    peak = cfg.tensor_flops_per_s[dtype] if uses_tensor else cfg.fp32_flops_per_s
-    common.update(peak_flops_per_s=peak, ridge_flop_per_byte=cfg.ridge_flop_per_byte(dtype, uses_tensor))
+    # the peak of the pipe its dots run on, as the lowering emits them (dtypes.dot_mode: fp32 dots on FMA)
+    uses_tensor = any(isinstance(op, ir.Dot) and dot_mode(op.a.dtype, op.b.dtype)[1] == "tensor"
+                      for l in workload.launches for op in ir.walk(l.program.body))
+    peak = cfg.tensor_flops_per_s.get(dtype, cfg.fp32_flops_per_s) if uses_tensor else cfg.fp32_flops_per_s
+    common.update(peak_flops_per_s=peak, ridge_flop_per_byte=peak / cfg.hbm_read_bandwidth_bytes_per_s)
     why = precheck.infeasible_reason(workload, cfg)
     if why:
         return Result(cfg.name, workload.name, params, "infeasible", why, **common)
@@ -113,7 +116,7 @@ def simulate_workload(workload: ir.Workload, cfg: GPUConfig, *, fidelity: str = 
     kind, note = intervals.config_kind(cfg)
     r = Result(cfg.name, workload.name, params, status, reason, tuple(kernels), total_us, err,
                timeline=tuple(events), sim_wall_s=wall, config_kind=kind, config_note=note, **common)
-    return physics.judge(calib.apply(r, cfg, calibration), workload, cfg)
+    return physics.judge(calib.apply(r, cfg, calibration, workload), workload, cfg)
 
 
 def _kernel_result(launch: ir.Launch, cfg: GPUConfig, st: LaunchStats, launch_cycles: float,

@@ -16,7 +16,7 @@ from .physics import CHECK_TOLERANCE, check_status, check_tolerance  # noqa: F40
 
 
 RESULT_COLUMNS = ("gpu", "kernel")  # parameter columns follow, then METRIC_COLUMNS
-METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "time_us_sim", "calibration", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
+METRIC_COLUMNS = ("status", "reason", "time_us", "time_us_lo", "time_us_hi", "time_us_sim", "calibration", "calibration_factor", "dram_read_bytes", "dram_write_bytes", "l2_read_bytes", "l2_hit_rate",
                   "flops", "tflops", "dram_gbps", "arithmetic_intensity", "bound", "clock_mhz", "max_rel_err",
                   "sram_read_bytes", "tensor_flops", "sampled_ctas", "total_ctas", "resources", "compiler", "interval", "sim_wall_s")
 KERNEL_COLUMNS = ("point", "launch", "grid", "ctas_per_sm", "occupancy_limiter", "waves", "time_us", "dram_read_bytes",
@@ -257,6 +257,7 @@ class Result:
             "time_us_hi": _r(iv.hi) if iv and iv.hi is not None else "",
             "time_us_sim": _r(self.time_us_sim) if ok and self.time_us_sim else "",
             "calibration": self.calibration if ok else "",
+            "calibration_factor": round(self.calibration_factor, 4) if ok and self.calibration_factor else "",
             "dram_read_bytes": int(round(self.dram_read_bytes)) if ok else "",
             "dram_write_bytes": int(round(self.dram_write_bytes)) if ok else "",
             "l2_read_bytes": int(round(self.l2_read_bytes)) if ok else "",

@@ -42,9 +42,10 @@ def apply_breakdown(b: dict, params: dict, kernel: str, gpu: str, cal: dict, fit
     t_sim = b["time_us"]
     feats = F.features(b, params)
     fam = family(kernel)
-    m = cal["gpus"].get(gpu) if fitted else None
-    label = "fitted" if m is not None else "transferred"
-    g, (qlo, qhi), out = correct(m if m is not None else cal["transferred"], feats, fam)
+    limits = cal["gpus"].get(gpu) if fitted else None
+    label = "fitted" if limits is not None else "transferred"
+    model = cal["fitted"] if limits is not None else cal["transferred"]
+    g, (qlo, qhi), out = correct(model, limits or cal["transferred"], feats, fam)
     g = clamp_factor(g, cal.get("limit_log", math.log(4.0)))
     u = b.get("utilisation") or {}
     floor = max([u.get("pipe", 0.0), u.get("dram", 0.0), u.get("l2", 0.0)] +
@@ -60,7 +61,7 @@ def is_fitted(cfg, cal: dict) -> bool:
     return g is not None and g.get("config_hash") == cfg.config_hash()
 
 
-def apply(r, cfg, mode: str = "on"):
+def apply(r, cfg, mode: str = "on", workload=None):
     """``r`` with its time calibrated (see the module docstring); unchanged unless ``r`` is ok."""
     check_mode(mode)
     if r.status not in ("ok", "mismatch") or not r.time_us:
@@ -69,6 +70,6 @@ def apply(r, cfg, mode: str = "on"):
     if cal is None:
         return replace(r, time_us_sim=r.time_us, calibration="off", calibration_factor=1.0)
     fitted = mode == "on" and is_fitted(cfg, cal)
-    c = apply_breakdown(F.breakdown(r), r.params, r.kernel, cfg.name, cal, fitted=fitted)
+    c = apply_breakdown(F.breakdown(r, workload), r.params, r.kernel, cfg.name, cal, fitted=fitted)
     return replace(r, time_us=c["time_us"], time_us_sim=r.time_us, calibration=c["label"],
                    calibration_factor=c["factor"], calibrated_interval=(c["lo"], c["hi"], c["family"]))

@@ -8,7 +8,7 @@ package computes the same record for every new point, so training and prediction
 
 ``features(b)`` turns a record into numbers that are dimensionless or relative to the GPU's own
 limits (utilisations, busy fractions, waves, the arithmetic intensity over the ridge point, log
-cycles), never a kernel's name. ``STRUCTURE`` is the subset that no GPU resource changes (warps,
+cycles, the GPU's ridge point and HBM-to-L2 bandwidth ratio), never a kernel's name. ``STRUCTURE`` is the subset that no GPU resource changes (warps,
 stages, spills, launches, element size): the transferred model reads only these, so a what-if of
 any resource cannot move its factor.
 """
@@ -18,15 +18,36 @@ import dataclasses
 import math
 
 LIMITERS = ("registers", "sram", "warps", "ctas")
+STRUCTURE = ("num_warps", "num_stages", "spills", "launches", "elem_bytes", "log2_align_bytes", "log2_elems_per_thread")
 FEATURES = ("u_pipe", "u_dram", "u_l2", "u_sms", "tensor_busy", "vector_busy", "sfu_busy", "l2_hit", "log2_waves",
             "tail", "ctas_per_sm", "log2_ai_over_ridge", "log10_cycles", "clock_ratio", "sampled_share",
-            *(f"limiter_{x}" for x in LIMITERS), "num_warps", "num_stages", "spills", "launches", "elem_bytes")
-STRUCTURE = ("num_warps", "num_stages", "spills", "launches", "elem_bytes")
+            *(f"limiter_{x}" for x in LIMITERS), "log2_ridge", "hbm_over_l2", *STRUCTURE)
 ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4m3": 1, "fp8e5m2": 1, "fp8": 1}
 
 
-def breakdown(r) -> dict:
-    """The JSON-able breakdown of one simulated ``gpusim.Result`` (mechanistic time)."""
+def workload_structure(workload) -> dict:
+    """Two numbers of a built workload no GPU resource changes: ``align_bytes``, the largest power
+    of two (up to 16) dividing every HBM tensor's contiguous row in bytes (what Triton can prove
+    aligned, and so how wide it loads), and ``elems_per_thread``, the most tile elements one launch
+    loads or stores per thread (how much work, and how many registers, each thread carries)."""
+    from ..dsl import ir
+
+    align = 16
+    for t in workload.tensors.values():
+        row = (t.shape[-1] if t.shape else 1) * ir.DTYPE_BYTES[t.dtype]
+        align = min(align, row & -row if row else 16)
+    per_thread = 1.0
+    for launch in workload.launches:
+        prog = launch.program
+        elems = sum(op.out.numel if isinstance(op, ir.Load) else op.value.numel
+                    for op in ir.walk(prog.body) if isinstance(op, (ir.Load, ir.Store)))
+        per_thread = max(per_thread, elems / (32 * prog.num_warps))
+    return {"align_bytes": align, "elems_per_thread": per_thread}
+
+
+def breakdown(r, workload=None) -> dict:
+    """The JSON-able breakdown of one simulated ``gpusim.Result`` (mechanistic time) and, with its
+    ``workload``, that workload's structure (``workload_structure``)."""
     out = {"status": r.status, "reason": r.reason[:300], "time_us": r.time_us, "clock_hz": r.clock_hz,
            "sm_count": r.sm_count, "hbm_bandwidth_bytes_per_s": r.hbm_bandwidth_bytes_per_s,
            "l2_bandwidth_bytes_per_s": r.l2_bandwidth_bytes_per_s, "peak_flops_per_s": r.peak_flops_per_s,
@@ -34,6 +55,8 @@ def breakdown(r) -> dict:
     if r.status in ("ok", "unphysical", "mismatch") and r.time_us:
         out.update(compiler=r.compiler, utilisation=r.utilisation(), flops=r.flops, dram_bytes=r.dram_bytes,
                    kernels=[dataclasses.asdict(k) for k in r.kernels])
+    if workload is not None:
+        out["structure"] = workload_structure(workload)
     return out
 
 
@@ -66,15 +89,19 @@ def features(b: dict, params: dict) -> dict:
          "sampled_share": sampled}
     for x in LIMITERS:
         f[f"limiter_{x}"] = float(main.get("occupancy_limiter") == x)
-    f.update(structure(params, ks))
+    # the GPU's own balance, so one model serves every GPU it was trained on
+    f["log2_ridge"] = math.log2(ridge)
+    f["hbm_over_l2"] = b["hbm_bandwidth_bytes_per_s"] / b["l2_bandwidth_bytes_per_s"]
+    f.update(structure(params, ks, b["structure"]))
     return f
 
 
-def structure(params: dict, ks: list) -> dict:
-    """The features no GPU resource changes."""
+def structure(params: dict, ks: list, ws: dict) -> dict:
+    """The features no GPU resource changes (``ws``: ``workload_structure``)."""
     return {"num_warps": float(params.get("num_warps", 4)), "num_stages": float(params.get("num_stages", 1)),
             "spills": float(any(k.get("spills") for k in ks)), "launches": float(len(ks)),
-            "elem_bytes": float(ELEM_BYTES.get(str(params.get("dtype", "fp16")), 2))}
+            "elem_bytes": float(ELEM_BYTES.get(str(params.get("dtype", "fp16")), 2)),
+            "log2_align_bytes": math.log2(ws["align_bytes"]), "log2_elems_per_thread": math.log2(ws["elems_per_thread"])}
 
 
 def vector(f: dict, names) -> list:

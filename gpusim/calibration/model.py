@@ -1,10 +1,13 @@
 """The learned correction over the mechanistic time, as shipped: evaluate, bound, and interval.
 
 The fitted file (``gpusim/data/calibration.json``, written by ``benchmarks/fit_calibration.py``)
-holds, per GPU config, gradient-boosted regression trees over ``features.FEATURES`` that predict
-``log(measured / mechanistic)``, the training range of every feature, and split-conformal
-quantiles of the out-of-fold residuals per kernel family (5% and 95%: a 90% interval). One
-``transferred`` model over ``features.STRUCTURE`` alone, trained on every GPU's points, serves a
+holds one ``fitted`` model: gradient-boosted regression trees over ``features.FEATURES`` (the GPU's
+own balance among them) that predict ``log(measured / mechanistic)``, trained on the points of
+every GPU with recorded points; and per such GPU the training range of every feature and
+split-conformal quantiles per kernel family (5% and 95%: a 90% interval) of the out-of-fold
+residuals normalized by each point's difficulty: a second set of trees (``scale``) predicts the
+typical |residual| of a point from its features, so an easy point gets a narrow interval and a
+hard one a wide one, and the quantiles of residual / difficulty set the coverage. One ``transferred`` model over ``features.STRUCTURE`` alone, trained on every GPU's points, serves a
 config without its own points (a100, a what-if of a named config, a new config); its interval
 quantiles come from cross-GPU validation (trained on one GPU, tested on the other).
 
@@ -25,6 +28,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "calibration.json"
 EXTRAPOLATE_SHRINK = 0.5      # the share of the correction kept outside the training range
 EXTRAPOLATE_WIDEN = 1.5       # the interval's log-width multiplied outside it
 MARGIN = 0.1                  # beyond the 1-99% range by this share of it = outside
+SCALE_FLOOR = 0.02            # the smallest difficulty (log units) a point's interval is scaled by
 
 
 class Trees:
@@ -54,9 +58,9 @@ class Trees:
 @lru_cache(maxsize=4)
 def _load(path: str, mtime: float) -> dict:
     d = json.loads(Path(path).read_text())
-    for g in d["gpus"].values():
-        g["_trees"] = Trees(g["model"])
-    d["transferred"]["_trees"] = Trees(d["transferred"]["model"])
+    for key in ("fitted", "transferred"):
+        d[key]["_trees"] = Trees(d[key]["model"])
+        d[key]["_scale"] = Trees(d[key]["scale"])
     return d
 
 
@@ -85,13 +89,18 @@ def outside(x: dict, ranges: dict) -> list:
     return out
 
 
-def correct(model: dict, feats: dict, fam: str) -> tuple:
-    """(log factor, (q_lo, q_hi) log interval around the calibrated time, label, outside features)."""
+def correct(model: dict, limits: dict, feats: dict, fam: str) -> tuple:
+    """(log factor, (q_lo, q_hi) log interval around the calibrated time, outside features) of the
+    trees ``model`` with the quantiles and training ranges ``limits`` (one GPU's, or the transferred
+    model's own)."""
     names = model["features"]
-    g = float(model["_trees"].predict([[feats[n] for n in names]])[0])
-    q = model["quantiles"].get(fam) or model["quantiles"]["pooled"]
-    lo, hi = float(q[0]), float(q[1])
-    out = outside(feats, model["ranges"].get(fam) or model["ranges"]["pooled"])
+    x = [[feats[n] for n in names]]
+    g = float(model["_trees"].predict(x)[0])
+    sigma = max(float(model["_scale"].predict(x)[0]), SCALE_FLOOR)
+    q = limits["quantiles"].get(fam) or limits["quantiles"]["pooled"]
+    lo, hi = float(q[0]) * sigma, float(q[1]) * sigma
+    rng = limits["ranges"].get(fam) or limits["ranges"]["pooled"]
+    out = outside(feats, {n: rng[n] for n in names if n in rng})
     if out:
         g *= EXTRAPOLATE_SHRINK
         lo, hi = lo * EXTRAPOLATE_WIDEN, hi * EXTRAPOLATE_WIDEN

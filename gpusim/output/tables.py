@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-RUN_METRICS = ("status", "time_us", "time_us_range", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
+RUN_METRICS = ("status", "time_us", "time_us_range", "time_us_sim", "tflops", "clock_mhz", "dram_read_bytes", "dram_write_bytes", "l2_hit_rate",
                "bound", "max_rel_err")
-RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB", "time_us_range": "90% range",
+RUN_HEADERS = {"dram_read_bytes": "dram_read_MB", "dram_write_bytes": "dram_write_MB", "time_us_range": "90% range", "time_us_sim": "sim_us",
                "time_vs_first": "vs row 1"}
 
 
@@ -97,6 +97,7 @@ def run_table(rows: list, param_names: list) -> str:
     formats = {**whatif_formats(rows, gcols),
                "dram_read_bytes": lambda v: f"{float(v) / 1e6:.1f}", "dram_write_bytes": lambda v: f"{float(v) / 1e6:.1f}",
                "l2_hit_rate": lambda v: f"{float(v):.1%}", "time_us": lambda v: f"{float(v):.1f}",
+               "time_us_sim": lambda v: f"{float(v):.1f}",
                "tflops": lambda v: f"{float(v):.1f}"}
     rows = [dict(r, time_us_range=time_range(r)) for r in rows]
     out = [format_table(rows, cols, headers=RUN_HEADERS, formats=formats)]
@@ -109,6 +110,9 @@ def run_table(rows: list, param_names: list) -> str:
             reasons[k] = reasons.get(k, 0) + 1
     for (kernel, status, reason), n in reasons.items():
         out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
+    cals = sorted({str(r.get("calibration")) for r in rows if r.get("calibration")})
+    if cals:
+        out.append(f"calibration: {', '.join(cals)} ({CALIBRATION_NOTE})")
     views = sorted({v for r in rows for v in str(r.get("compiler") or "").split("+") if v})
     if views:
         out.append(f"compiler view: {', '.join(views)} ({COMPILER_NOTE[views == ['estimate']]})")
@@ -119,6 +123,10 @@ def run_table(rows: list, param_names: list) -> str:
 BOUND_LEGEND = ("bound: what limits the time: tensor or simt (that SM pipe busy), memory (DRAM or L2 bandwidth), "
                 "power (the clock lowered to the power limit), launch (launch overheads), grid (under half the "
                 "SMs have work), latency (waiting on loads or dependent instructions)")
+
+# the line under a table of calibrated points (gpusim.calibration)
+CALIBRATION_NOTE = ("time_us is the mechanistic sim_us corrected by a model learned from measured points; "
+                    "--set calibration=off gives the mechanistic model alone; docs/calibration.md")
 
 # what the closing line of the run table says about the compiler's view the points were timed with
 COMPILER_NOTE = {True: "registers, spills and instruction mix estimated; with triton installed they come "

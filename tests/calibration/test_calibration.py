@@ -35,10 +35,11 @@ def synthetic(tmp_path, cfg, g_fitted: float, g_transferred: float, ranges=None)
     names, struct = list(F.FEATURES), list(F.STRUCTURE)
     w = names.index("num_warps")
     rng = ranges or {n: [-1e9, 1e9] for n in names}
-    d = {"gpus": {cfg.name: {"features": names, "model": stump(w, 1e9, g_fitted, g_fitted),
-                             "quantiles": {"pooled": [-0.1, 0.2]}, "ranges": {"pooled": rng},
+    one = stump(0, 1e9, 1.0, 1.0)             # every point's difficulty 1: the quantiles as they are
+    d = {"fitted": {"features": names, "model": stump(w, 1e9, g_fitted, g_fitted), "scale": one},
+         "gpus": {cfg.name: {"quantiles": {"pooled": [-0.1, 0.2]}, "ranges": {"pooled": rng},
                              "config_hash": cfg.config_hash()}},
-         "transferred": {"features": struct, "model": stump(0, 1e9, g_transferred, g_transferred),
+         "transferred": {"features": struct, "model": stump(0, 1e9, g_transferred, g_transferred), "scale": one,
                          "quantiles": {"pooled": [-0.3, 0.4]}, "ranges": {"pooled": {n: [-1e9, 1e9] for n in struct}}},
          "limit_log": math.log(4.0), "training_hash": "x"}
     p = tmp_path / "cal.json"
@@ -113,9 +114,16 @@ def test_a_bound_config_is_never_calibrated(monkeypatch, tmp_path):
 
 def test_features_are_finite_and_named(h100):
     r = gpusim.simulate("matmul", h100, check=False, calibration="off", M=256, N=256, K=256)
-    f = F.features(F.breakdown(r), r.params)
+    f = F.features(F.breakdown(r, gpusim.kernels.build("matmul", r.params)), r.params)
     assert list(f) == list(F.FEATURES)
     assert all(math.isfinite(v) for v in f.values())
+
+
+def test_structure_sees_alignment_and_work_per_thread():
+    odd = F.workload_structure(gpusim.kernels.build("elementwise_fused", {"n": 1001, "BLOCK": 1024, "num_warps": 1}))
+    even = F.workload_structure(gpusim.kernels.build("elementwise_fused", {"n": 1024, "BLOCK": 1024, "num_warps": 4}))
+    assert odd["align_bytes"] == 2 and even["align_bytes"] == 16
+    assert odd["elems_per_thread"] == 4 * even["elems_per_thread"] == 64
 
 
 def test_bad_mode_is_one_line():

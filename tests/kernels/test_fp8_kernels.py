@@ -113,8 +113,6 @@ def test_a100_refuses_fp8_in_one_line():
     assert precheck.infeasible_reason(KERNELS["matmul"].build(**SMALL_MM), load_gpu("a100")) is None
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError,
-                   reason="api.simulate_workload reads cfg.tensor_flops_per_s[dtype] before precheck refuses")
 def test_a100_simulate_reports_infeasible():
     from gpusim.api import simulate
 
