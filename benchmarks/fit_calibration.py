@@ -232,7 +232,8 @@ def code_version() -> str:
 
 
 def judge(gpu: str, rows: list, cal: dict) -> None:
-    """Mechanistic vs calibrated on the given rows, per family and overall, with interval coverage."""
+    """Mechanistic vs calibrated on the given rows, per family and overall, with interval coverage
+    and median width (markdown)."""
     from gpusim.calibration import apply_breakdown
 
     by = {}
@@ -240,16 +241,18 @@ def judge(gpu: str, rows: list, cal: dict) -> None:
         c = apply_breakdown(b, p, k, gpu, cal)
         by.setdefault(family(k), []).append((m, b["time_us"], c["time_us"], c["lo"], c["hi"]))
     allv = [x for v in by.values() for x in v]
-    print(f"{'family':12s} {'n':>4s}  {'mechanistic med/p90/bias':>28s}  {'calibrated med/p90/bias':>28s}  cover  width")
-    for fam, v in sorted(by.items()) + [("all", allv)]:
+    print(f"| family | points | mechanistic median / p90 / bias % | calibrated median / p90 / bias % | "
+          f"90% interval coverage | median width |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for fam, v in sorted(by.items()) + [("**all**", allv)]:
         m = np.array([x[0] for x in v])
         s = 100 * (np.array([x[1] for x in v]) / m - 1)
         c = 100 * (np.array([x[2] for x in v]) / m - 1)
         lo, hi = np.array([x[3] for x in v]), np.array([x[4] for x in v])
         cover = np.mean((lo <= m) & (m <= hi))
         width = np.median((hi - lo) / np.array([x[2] for x in v]))
-        f = lambda e: f"{np.median(np.abs(e)):5.1f} {np.quantile(np.abs(e), .9):5.1f} {np.median(e):+6.1f}"  # noqa: E731
-        print(f"{fam:12s} {len(v):4d}  {f(s):>28s}  {f(c):>28s}  {cover:5.0%}  {width:5.0%}")
+        f = lambda e: f"{np.median(np.abs(e)):.1f} / {np.quantile(np.abs(e), .9):.1f} / {np.median(e):+.1f}"  # noqa: E731
+        print(f"| {fam} | {len(v)} | {f(s)} | {f(c)} | {cover:.0%} | {width:.0%} |")
     tile_sweeps(gpu, rows, cal)
 
 
@@ -260,15 +263,16 @@ def tile_sweeps(gpu: str, rows: list, cal: dict) -> None:
 
     from gpusim.calibration import apply_breakdown
 
-    print(f"{'tile sweep':40s} {'n':>3s}  Spearman mech/cal  best-pick gap mech/cal")
+    print("\n| tile sweep (one shape) | configs | Spearman mechanistic / calibrated | predicted best's loss mechanistic / calibrated |")
+    print("| --- | ---: | ---: | ---: |")
     for scen in sorted({r[0] for r in rows if "_tiles_" in r[0]}):
         v = [(m, b["time_us"], apply_breakdown(b, p, k, gpu, cal)["time_us"]) for s, _, k, p, m, b in rows if s == scen]
         if len(v) < 4:
             continue
         m, s_, c = (np.array(x) for x in zip(*v))
         gap = lambda pred: 100 * (m[np.argmin(pred)] / m.min() - 1)  # noqa: E731
-        print(f"{Path(scen).stem:40s} {len(v):3d}  {spearmanr(s_, m)[0]:6.3f} {spearmanr(c, m)[0]:6.3f}"
-              f"       {gap(s_):5.1f}% {gap(c):5.1f}%")
+        print(f"| {Path(scen).stem} | {len(v)} | {spearmanr(s_, m)[0]:.2f} / {spearmanr(c, m)[0]:.2f} | "
+              f"{gap(s_):.1f}% / {gap(c):.1f}% |")
 
 
 def main(argv=None) -> int:

@@ -103,6 +103,9 @@ def run_table(rows: list, param_names: list) -> str:
     out = [format_table(rows, cols, headers=RUN_HEADERS, formats=formats)]
     if any(r.get("bound") for r in rows):
         out.append(BOUND_LEGEND)
+    cals = sorted({str(r.get("calibration")) for r in rows if r.get("calibration") and r.get("status") == "ok"})
+    if cals:
+        out.append(f"calibration: {', '.join(cals)} ({CALIBRATION_NOTE})")
     reasons = {}
     for r in rows:
         if r.get("status") != "ok":
@@ -110,9 +113,6 @@ def run_table(rows: list, param_names: list) -> str:
             reasons[k] = reasons.get(k, 0) + 1
     for (kernel, status, reason), n in reasons.items():
         out.append(f"{kernel} {status}{f' ({n} points)' if n > 1 else ''}: {reason}")
-    cals = sorted({str(r.get("calibration")) for r in rows if r.get("calibration")})
-    if cals:
-        out.append(f"calibration: {', '.join(cals)} ({CALIBRATION_NOTE})")
     views = sorted({v for r in rows for v in str(r.get("compiler") or "").split("+") if v})
     if views:
         out.append(f"compiler view: {', '.join(views)} ({COMPILER_NOTE[views == ['estimate']]})")

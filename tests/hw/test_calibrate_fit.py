@@ -98,7 +98,8 @@ def test_build_config_validates_loads_and_keeps_provenance(tmp_path):
     assert isinstance(cfg, GPUConfig) and cfg.name == "h200-measured"
     assert "measured" in cfg.description
     assert cfg.hbm_read_bandwidth_bytes_per_s == 4.3e12 and cfg.sm_count == 132 and isinstance(cfg.sm_count, int)
-    assert cfg.tensor_flops_per_s == {"fp16": 700e12, "bf16": 690e12, "fp32": 350e12}
+    assert cfg.tensor_flops_per_s == {"fp16": 700e12, "bf16": 690e12, "fp32": 350e12,   # measured
+                                      "fp8e4m3": 1979e12, "fp8e5m2": 1979e12}              # the base's
     assert cfg.clock_hz == 1.98e9
     assert set(rejected) == {"hbm_latency_cycles", "sram_bytes_per_cta_max", "not_a_field"}
     assert cfg.hbm_latency_cycles == base.hbm_latency_cycles
