@@ -15,7 +15,7 @@ training on one GPU and testing on the other.
 
 usage: python benchmarks/fit_calibration.py fit            # writes gpusim/data/calibration.json
        python benchmarks/fit_calibration.py check          # refit in memory, compare with the shipped file
-       python benchmarks/fit_calibration.py judge --gpu h100 --set heldout-r23   # sealed points, once
+       python benchmarks/fit_calibration.py judge --gpu h100 --sealed _round23.yaml  # sealed points, once
 """
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ from gpusim.hardware import load_gpu  # noqa: E402
 
 POINTS = ROOT / "data" / "points.csv.gz"
 SIMS = ROOT / "data" / "calibration"
-SEALED = ("_round23.yaml",)          # held-out scenarios still sealed: never trained on
+# held-out scenarios still sealed (never trained on). The round-23 ones were judged once (training hash
+# f0b16301327a, docs/validation.md) and then joined the training set.
+SEALED: tuple = ()
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each)
 PARAMS = dict(loss="absolute_error", max_iter=300, learning_rate=0.05, max_leaf_nodes=12, min_samples_leaf=8,
@@ -76,7 +78,7 @@ def load_rows(gpu: str) -> list:
 
 
 def sealed(scenario: str) -> bool:
-    return scenario.endswith(SEALED)
+    return bool(SEALED) and scenario.endswith(SEALED)
 
 
 def matrix(rows: list, names) -> tuple:
@@ -280,13 +282,14 @@ def main(argv=None) -> int:
     ap.add_argument("cmd", choices=("fit", "check", "judge"))
     ap.add_argument("--gpus", default="h100,h200")
     ap.add_argument("--gpu", default="h100")
-    ap.add_argument("--set", default="heldout-r23", help="judge: heldout-r23 (the sealed points)")
+    ap.add_argument("--sealed", default=None, help="judge: the suffix of the sealed scenarios (default: SEALED)")
     a = ap.parse_args(argv)
     gpus = a.gpus.split(",")
     if a.cmd == "judge":
         from gpusim.calibration.model import load
 
-        rows = [r for r in load_rows(a.gpu) if sealed(r[0])]
+        suffix = tuple(a.sealed.split(",")) if a.sealed else SEALED
+        rows = [r for r in load_rows(a.gpu) if suffix and r[0].endswith(suffix)]
         judge(a.gpu, rows, load())
         return 0
     out = fit_all(gpus)
