@@ -17,7 +17,7 @@ def test_whatif_scenario_prints_saves_and_plots_a_column_per_field(tmp_path, cap
     assert main(["run", str(REPO / "scenarios" / "whatif_sram_l2.yaml"), "--out", str(out), "--jobs", "1"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].split()[:6] == ["gpu", "kernel", "num_stages"] + FIELDS
-    shown = [tuple(line.split()[2:9]) for line in printed[2:10]]     # stages, the two fields with units and ratios
+    shown = [tuple(line.split()[2:12]) for line in printed[2:10]]    # stages, then each field: value, unit, ratio
     assert len(set(shown)) == 8                                   # no two rows look alike
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert len(rows) == 8 and all(f in rows[0] for f in FIELDS) and "gpu_overrides" not in rows[0]
