@@ -1,5 +1,5 @@
 """On a machine with a GPU (from the repository root): measure gpusim's lowered fp8 matmul / flash against fp16
-them against numpy, and time torch._scaled_mm as the hardware's FP8 GEMM reference."""
+(our Triton source), check them against numpy, and time torch._scaled_mm as the hardware's FP8 GEMM reference."""
 import json, os, subprocess, sys, time
 import numpy as np
 import torch
