@@ -37,6 +37,19 @@ class Trees:
     def __init__(self, d: dict):
         self.baseline = float(d["baseline"])
         self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in d["trees"]]
+        # plain lists for one point at a time (a few hundred trees: Python beats numpy's per-call cost)
+        self.lists = [tuple(t[k] for k in ("feature", "threshold", "left", "right", "value", "is_leaf"))
+                      for t in d["trees"]]
+
+    def predict_one(self, x) -> float:
+        """The prediction for one feature vector ``x``."""
+        out = self.baseline
+        for feature, threshold, left, right, value, is_leaf in self.lists:
+            node = 0
+            while not is_leaf[node]:
+                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
+            out += value[node]
+        return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=float))
@@ -94,9 +107,9 @@ def correct(model: dict, limits: dict, feats: dict, fam: str) -> tuple:
     trees ``model`` with the quantiles and training ranges ``limits`` (one GPU's, or the transferred
     model's own)."""
     names = model["features"]
-    x = [[feats[n] for n in names]]
-    g = float(model["_trees"].predict(x)[0])
-    sigma = max(float(model["_scale"].predict(x)[0]), SCALE_FLOOR)
+    x = [float(feats[n]) for n in names]
+    g = model["_trees"].predict_one(x)
+    sigma = max(model["_scale"].predict_one(x), SCALE_FLOOR)
     q = limits["quantiles"].get(fam) or limits["quantiles"]["pooled"]
     lo, hi = float(q[0]) * sigma, float(q[1]) * sigma
     rng = limits["ranges"].get(fam) or limits["ranges"]["pooled"]

@@ -28,6 +28,7 @@ def test_trees_follow_their_splits():
     t = M.Trees(stump(1, 0.5, -0.2, 0.3, baseline=0.1))
     got = t.predict(np.array([[0.0, 0.4], [9.0, 0.6], [0.0, 0.5]]))
     assert got == pytest.approx([-0.1, 0.4, -0.1])
+    assert [t.predict_one(x) for x in ([0.0, 0.4], [9.0, 0.6], [0.0, 0.5])] == pytest.approx(got)
 
 
 def synthetic(tmp_path, cfg, g_fitted: float, g_transferred: float, ranges=None) -> Path:
