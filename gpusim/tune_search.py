@@ -16,12 +16,11 @@ Each simulated config is saved as it finishes (``tune_store.py``) and served on 
 """
 from __future__ import annotations
 
-import signal
-import sys
 from dataclasses import dataclass, field
 
 from .lower_bound import lower_bound
 from .sweep.errors import RunError
+from .sweep.executors import worker_init
 from .sweep.point import run_point
 from .sweep.progress import Progress
 
@@ -117,26 +116,13 @@ def _run_serial(points, order, keep, done, fn) -> list:
     return []
 
 
-def _worker_init():
-    """Workers ignore Ctrl-C (this process stops them) and die with it (Linux)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-        except Exception:
-            pass
-
-
 def _run_pool(points, order, keep, done, jobs, fn) -> list:
     """``order`` on ``jobs`` processes, at most ``jobs`` in flight, each next config checked against
     the best known when a worker frees; returns the pruned rest of ``order``."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    ex = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(order))), initializer=_worker_init)
+    ex = ProcessPoolExecutor(max_workers=min(jobs, max(1, len(order))), initializer=worker_init)
     running, n = {}, 0
     try:
         while True:

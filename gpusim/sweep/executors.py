@@ -26,7 +26,7 @@ class SchedulerError(ScenarioError):
 
 
 # --------------------------------------------------------------------------- local process pool
-def _worker_init():
+def worker_init():
     """Pool workers ignore Ctrl-C (the parent stops them), take SIGTERM plainly and die with the parent (Linux)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -55,7 +55,7 @@ def run_pool(points: list, jobs: int, on_done, fn=run_point) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    ex = ProcessPoolExecutor(max_workers=min(jobs, len(points)), initializer=_worker_init)
+    ex = ProcessPoolExecutor(max_workers=min(jobs, len(points)), initializer=worker_init)
     lost, why = 0, ""
     try:
         futs = {ex.submit(fn, pt): j for j, pt in enumerate(points)}
