@@ -196,7 +196,7 @@ def fit_all(gpus) -> dict:
         Xo, yo, _, _ = matrix(others, F.STRUCTURE)
         Xg, yg, _, fg = matrix(data[g], F.STRUCTURE)
         mo = fit_trees(Xo, yo)
-        po, _ = oof(Xo, yo, np.arange(len(yo)) % 5), None
+        po = oof(Xo, yo, np.arange(len(yo)) % 5)
         so = Trees(fit_trees(Xo, np.abs(yo - po))).predict(Xg)
         pg = Trees(mo).predict(Xg)
         res.append(((yg - pg) / np.maximum(so, SCALE_FLOOR), fg))
