@@ -76,6 +76,8 @@ def test_flash_within_e4m3_roundoff_of_softmax_reference(extra):
                                          ("matmul", dict(dtype="fp8e5m2", **SMALL_MM)),
                                          ("attention_flash", dict(dtype="fp8e4m3", causal=True, **SMALL_FLASH))])
 def test_triton_matches_numpy(name, params):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
     from gpusim.backends.triton.run import run_workload
 
     wl = KERNELS[name].build(**params)
