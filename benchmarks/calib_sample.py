@@ -9,6 +9,7 @@ configs, so grouped cross-validation by scenario holds whole shapes out. Points 
 spills are kept.
 
 usage: python benchmarks/calib_sample.py --round 23 [--seed 23] [--train-per-family 240] [--heldout-per-family 30]
+                                         [--heldout-only]
 """
 from __future__ import annotations
 
@@ -217,6 +218,7 @@ def main(argv=None) -> int:
     ap.add_argument("--train-per-family", type=int, default=240)
     ap.add_argument("--heldout-per-family", type=int, default=30)
     ap.add_argument("--per-scenario", type=int, default=24)
+    ap.add_argument("--heldout-only", action="store_true", help="write only the sealed held-out scenarios")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed if a.seed is not None else a.round)
     cfgs = [load_gpu(g) for g in ("h100", "h200")]
@@ -226,6 +228,7 @@ def main(argv=None) -> int:
     for family in FAMILIES:
         share = FAMILY_SHARE.get(family, 1.0)
         n_train, n_held = int(a.train_per_family * share), max(8, int(a.heldout_per_family * share))
+        n_train = 0 if a.heldout_only else n_train
         made = 0
         i = 0
         while made < n_train:

@@ -43,7 +43,7 @@ POINTS = ROOT / "data" / "points.csv.gz"
 SIMS = ROOT / "data" / "calibration"
 # held-out scenarios still sealed (never trained on). The round-23 ones were judged once (training hash
 # f0b16301327a, docs/validation.md) and then joined the training set.
-SEALED: tuple = ()
+SEALED: tuple = ("_round24.yaml",)
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each)
 PARAMS = dict(loss="absolute_error", max_iter=300, learning_rate=0.05, max_leaf_nodes=12, min_samples_leaf=8,
