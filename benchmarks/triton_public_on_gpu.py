@@ -102,25 +102,19 @@ def reference(name, spec, inp, out, torch):
 
 
 def measure(name, fn, spec):
-    import inspect
-
+    """(median us, max_rel_err or None): the unmodified kernel launched as gpusim traced it
+    (``gpusim.frontends.triton_trace.native``, the launch and timer ``gpusim validate`` uses)."""
     import torch
-    import triton
+
+    from gpusim.frontends.triton_trace import native
 
     mem = _tensors(name, spec, torch)
     inp = {n: t.clone() for n, t in mem.items()}
-    params = list(inspect.signature(fn.fn if hasattr(fn, "fn") else fn).parameters)
-    args = [mem[n] if n in mem else spec.scalars[n] for n in params]
-    opts = {k: v for k, v in (("num_warps", spec.num_warps), ("num_stages", spec.num_stages)) if k not in params}
-
-    def launch():
-        fn[spec.grid](*args, **opts)
-
+    launch = native.launcher(native.from_spec(fn, spec), mem)
     launch()
     torch.cuda.synchronize()
     err = reference(name, spec, inp, mem, torch)
-    us = triton.testing.do_bench(launch, warmup=25, rep=100, return_mode="median") * 1000.0
-    return us, err
+    return native.bench_us(launch), err
 
 
 def main(argv=None):

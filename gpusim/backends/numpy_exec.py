@@ -158,10 +158,11 @@ class _Interp:
                 raise NotImplementedError(type(op).__name__)
 
 
-def run_launch(launch: ir.Launch, memory: dict) -> None:
-    """Execute every program of the launch's grid, in grid order, against ``memory`` (name -> array)."""
+def run_launch(launch: ir.Launch, memory: dict, programs=None) -> None:
+    """Execute every program of the launch's grid, in grid order, against ``memory`` (name -> array);
+    ``programs``, when given, only those program ids ((x, y, z) tuples), in that order."""
     interp = _Interp(memory, launch.bindings)
-    for pid in analysis.program_ids(launch.grid):
+    for pid in analysis.program_ids(launch.grid) if programs is None else programs:
         interp.run(launch.program.body, {}, pid, {})
 
 

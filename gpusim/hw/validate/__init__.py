@@ -3,6 +3,7 @@
 Modules, data flowing down:
 
 * ``measure``  correctness check against float64 and timing through the Triton backend (GPU)
+* ``user_kernels`` a user's unmodified ``@triton.jit`` kernel run as traced, checked against its IR on numpy
 * ``predict``  the simulator's prediction of each point, in worker processes (CPU)
 * ``ncu``      DRAM counters from Nsight Compute, one ncu process per batch of points
 * ``rows``     records -> ``validation.csv`` rows; loading a saved ``validation.json``

@@ -39,3 +39,15 @@ def pct(pred, meas):
     if pred is None or meas is None or not meas:
         return None
     return (pred - meas) / meas * 100.0
+
+
+def gpu_problem() -> str | None:
+    """Why nothing can be measured here (no torch or triton, no CUDA device), or None."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as e:
+        return f"measuring needs torch and triton ({e})"
+    if not torch.cuda.is_available():
+        return "no CUDA device visible to torch"
+    return None

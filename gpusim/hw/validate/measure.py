@@ -16,6 +16,7 @@ import numpy as np
 
 from ...backends import numpy_exec
 from ...kernels import build
+from . import user_kernels
 from .common import error_text
 
 TOL = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-2}        # max_rel_err allowed, by storage dtype
@@ -90,7 +91,10 @@ def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int
     random query rows; large attention_flash_bwd: ``rows`` random rows of dQ and of dK/dV in the
     first, last and two random batch*heads; large attention_decode: every output row of the first,
     last and two random (batch, KV head) pairs; large matmul: ``rows`` random rows of C.
-    Elementwise is always full."""
+    Elementwise is always full. A kernel traced from the user's Triton source: the numpy execution
+    of its traced IR (``user_kernels.traced_reference``)."""
+    if user_kernels.native_launch(workload) is not None:
+        return user_kernels.traced_reference(workload, inputs, seed)
     kind = workload.name
     rng = np.random.default_rng(seed)
     if kind in SAMPLED_ATTENTION:       # the built-ins only: a user kernel is checked by its own reference
@@ -151,7 +155,8 @@ def check_outputs(workload, outputs: dict, inputs: dict, seed: int = 0) -> tuple
 
 
 class TritonCudaBackend:
-    """Runs and times workloads through ``gpusim.backends.triton`` on cuda:0."""
+    """Runs and times workloads through ``gpusim.backends.triton`` on cuda:0; a workload traced from
+    the user's own Triton kernel runs that kernel, unmodified (``user_kernels``)."""
 
     name = "triton-cuda"
 
@@ -161,11 +166,15 @@ class TritonCudaBackend:
     def run(self, workload, inputs: dict) -> dict:
         from ...backends.triton import run as tb
 
+        if user_kernels.native_launch(workload) is not None:
+            return user_kernels.run(workload, inputs, device="cuda")
         return tb.run_workload(workload, inputs, device="cuda")
 
     def time(self, workload, inputs: dict) -> dict:
         from ...backends.triton import run as tb
 
+        if user_kernels.native_launch(workload) is not None:
+            return user_kernels.time(workload, inputs)
         return tb.time_workload(workload, inputs)
 
     def torch_attention(self, params: dict) -> dict:
@@ -276,6 +285,8 @@ def measure_point(kernel: str, params: dict, backend, seeds=SEEDS, reference: bo
     t0 = time.time()
     try:
         wl = build(kernel, params)
+        if user_kernels.native_launch(wl) is not None:
+            rec["tolerance"] = user_kernels.tolerance(wl)
         inputs = point_inputs(wl, seeds[0])
     except Exception as e:
         rec.update(status="gpu-error", reason=f"build: {error_text(e)}")

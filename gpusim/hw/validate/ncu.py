@@ -21,6 +21,7 @@ import numpy as np
 
 from ...backends import numpy_exec
 from ...kernels import build
+from . import user_kernels
 from .common import error_text, log
 from .measure import SEEDS, free_gpu_memory
 
@@ -109,7 +110,9 @@ def assign_ncu(kernels: list, expected: list, statuses: dict) -> dict:
 def expected_kernels(kernel: str, params: dict) -> list:
     from ...toolchain.lower import kernel_name
 
-    return [kernel_name(l.program) for l in build(kernel, params).launches]
+    wl = build(kernel, params)
+    nl = user_kernels.native_launch(wl)
+    return [nl.kernel_name] if nl is not None else [kernel_name(l.program) for l in wl.launches]
 
 
 def _ncu_fatal(text: str) -> bool:
@@ -243,11 +246,17 @@ def ncu_points_entry(spec_arg: str) -> int:
             # byte counts do not depend on the values: plain random normals, never a kernel's own
             # generator (attention_flash_bwd's runs a float64 forward in torch, which ncu would profile)
             inputs = numpy_exec.random_normal_inputs(wl, pt.get("seed", SEEDS[0]))
-            mem = tb.allocate(wl, inputs, device)
-            for launch, (_, go) in zip(wl.launches, tb.launchers(wl, mem)):
+            nl = user_kernels.native_launch(wl)      # a user's Triton kernel runs as written
+            if nl is not None:
+                mem = user_kernels.allocate(nl, inputs, device)
+                runs = user_kernels.launchers(wl, mem)
+            else:
+                mem = tb.allocate(wl, inputs, device)
+                runs = [(kernel_name(la.program), go) for la, (_, go) in zip(wl.launches, tb.launchers(wl, mem))]
+            for name, go in runs:
                 go()
                 st["launched"] += 1
-                st["kernels"].append(kernel_name(launch.program))
+                st["kernels"].append(name)
             if device.startswith("cuda"):
                 import torch
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...hardware import GPUConfig, load_gpu
 from .analysis import analyze
-from .common import atomic_write, error_text, log, median_spread, pct
+from .common import atomic_write, error_text, gpu_problem, log, median_spread, pct
 from .measure import SAMPLE_ROWS, SEEDS, TOL, TritonCudaBackend, measure_point
 from .ncu import NCU_MAX_DEFAULT, ncu_points_entry, run_ncu, select_ncu_points
 from .predict import compiler_mismatch, resimulate, simulate_point
@@ -184,6 +184,11 @@ def validate(args) -> int:
     sc = load_scenario(args.scenario, args.set)
     gpu = args.gpu or DEFAULT_GPU
     cfg = load_gpu(gpu)
+    problem = gpu_problem()
+    if problem:
+        print(f"gpusim validate {args.scenario}: {problem}; measuring needs a CUDA GPU "
+              f"(--reanalyze DIR re-predicts a saved run on a CPU)", file=sys.stderr)
+        return 2
     out = Path(args.out)
     deadline = float(os.environ["GPUSIM_DEADLINE"]) if os.environ.get("GPUSIM_DEADLINE") else None
     t0 = time.time()
