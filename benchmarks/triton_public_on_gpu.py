@@ -94,6 +94,8 @@ def reference(name, spec, inp, out, torch):
         c, sn = cos[pos, None, :h], sin[pos, None, :h]
         want = torch.cat([q[..., :h] * c - q[..., h:] * sn, q[..., h:] * c + q[..., :h] * sn], -1)
         return _rel(out["q_ptr"], want)
+    if name == "mv":
+        return _rel(out["C"], inp["A"].double() @ inp["B"].double())
     if name == "fused_attention":
         q, k, v = (inp[n].double() for n in "QKV")
         ref = F.scaled_dot_product_attention(q, k, v, is_causal=s["STAGE"] == 3, scale=s["sm_scale"])

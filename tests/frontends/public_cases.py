@@ -28,6 +28,7 @@ SMALL = {
     "geglu": {"a": "fp16[5, n_cols]", "b": "fp16[5, n_cols]", "c": "fp16[5, n_cols]", "n_cols": 900, "grid": 5},
     "rope": {"sl": 6, "bs": 2, "n_qh": 4, "n_kh": 2, "hd": 32},
     "cross_entropy": {"n_cols": 500, "BLOCK_SIZE": 256},
+    "mv": {"N": 43, "M": 300, "BLOCK_N": 8, "BLOCK_M": 128},
 }
 
 

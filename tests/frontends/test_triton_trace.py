@@ -69,6 +69,17 @@ def test_attention_block_pointers_become_boxes_of_the_last_two_dims():
     assert len(ops(wl, ir.Loop)) == 2
 
 
+def test_flaggems_gemv_inlines_the_helper_it_reaches_through_a_module_and_keeps_its_loop():
+    """mv_kernel calls ``tle.program_id`` (FlagGems' helper module, imported beside the kernel)."""
+    wl = build("mv")
+    assert wl.launches[0].grid == (1024,) and wl.inputs == ("A", "B") and wl.outputs == ("C",)
+    loops = ops(wl, ir.Loop)
+    assert len(loops) == 1
+    a, b = (op for op in loops[0].body if isinstance(op, ir.Load))
+    assert a.out.shape == (8, 128) and str(a.offsets[0]) == "(pid0 * 8)" and b.out.shape == (128,)
+    assert [s.tensor.name for s in ops(wl, ir.Store)] == ["C"]
+
+
 @pytest.mark.parametrize("name, where, what", [
     ("layer_norm_bwd_dx", "layer_norm.py:106", "tl.atomic_cas"),
     ("cross_entropy", "cross_entropy.py:89", "control flow that depends on loaded data"),
@@ -129,7 +140,7 @@ def test_attention_ir_is_exact_against_a_float64_reference():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["softmax", "matmul", "layer_norm_fwd", "rms_norm", "rope"])
+@pytest.mark.parametrize("name", ["softmax", "matmul", "layer_norm_fwd", "rms_norm", "rope", "mv"])
 def test_traced_ir_is_exact_against_the_kernel_under_tritons_interpreter(name):
     assert check(name) < 1e-6
 

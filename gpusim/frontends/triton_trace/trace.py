@@ -76,7 +76,7 @@ def _shim(value, cache):
             return lang.MATH
         if mod.startswith("triton.language.extra"):
             return lang.LIBDEVICE if mod.endswith("libdevice") else lang.EXTRA
-        return value
+        return value if mod.split(".")[0] == "triton" else _ModuleShim(value, cache)
     if is_triton_function(value):
         return _helper(python_function(value), cache)
     if type(value).__name__ == "constexpr" and hasattr(value, "value"):
@@ -87,6 +87,17 @@ def _shim(value, cache):
             return lang.MEMBERS[name]
         return _missing(name)
     return value
+
+
+class _ModuleShim:
+    """A module the kernel imports (``import my_helpers as h``): its attributes as the kernel's own
+    globals become, so ``h.helper(x)`` inlines a ``@triton.jit`` helper and ``h.BLOCK`` reads a constexpr."""
+
+    def __init__(self, module, cache):
+        self._module, self._cache = module, cache
+
+    def __getattr__(self, name):
+        return _shim(getattr(self._module, name), self._cache)
 
 
 def _missing(name):
