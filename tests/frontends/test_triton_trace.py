@@ -3,6 +3,7 @@ against Triton's interpreter, unsupported constructs named in one line, and the 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,6 +90,30 @@ def test_unsupported_constructs_fail_with_one_line(name, where, what):
         build(name)
     msg = str(e.value)
     assert "\n" not in msg and where in msg and what in msg and "not supported" in msg
+
+
+EXTRA = "extra_kernels.py"
+
+
+def test_a_tile_start_from_pid_mod_n_stays_in_the_dimension_it_indexes():
+    """``(pid % 2) * 32`` is ``32 pid - 64 (pid // 2)``: kept whole in the column index (split term by
+    term, ``-(pid // 2)`` went to the rows and pid 2 addressed column 64)."""
+    k = resolve_kernel(f"{EXTRA}:copy_by_pid_mod", Path(__file__).parent)
+    wl = k.build({"x_ptr": "fp32[64, N]", "y_ptr": "fp32[64, N]", "N": 64, "BLOCK_N": 32, "BLOCK_K": 32,
+                  "grid": "(4, 2)"})
+    ld = ops(wl, ir.Load)[0]
+    assert str(ld.offsets[0]) == "(pid1 * 32)" and "pid0 // 2" in str(ld.offsets[1])
+    x = numpy_exec.random_inputs(wl, 0)
+    np.testing.assert_array_equal(numpy_exec.execute(wl, x)["y_ptr"], x["x_ptr"])
+
+
+def test_split_k_atomic_add_is_refused_in_one_line_naming_it_and_its_line():
+    k = resolve_kernel(f"{EXTRA}:split_k_matmul", Path(__file__).parent)
+    with pytest.raises(TraceError) as e:
+        k.build({"a_ptr": "fp16[M, K]", "b_ptr": "fp16[K, N]", "c_ptr": "fp32[M, N]", "M": 64, "N": 64, "K": 256,
+                 "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 2, "grid": "(2, 2, 2)"})
+    msg = str(e.value)
+    assert "\n" not in msg and "extra_kernels.py:29" in msg and "tl.atomic_add" in msg and "not supported" in msg
 
 
 def test_a_store_mask_narrower_than_the_tensor_is_refused():

@@ -16,7 +16,7 @@ from ... import dsl
 from ...dsl import ir
 from .context import ctx
 from .errors import misuse, unsupported
-from .symbolic import AInt, Lin, as_lin, norm
+from .symbolic import AInt, Lin, as_lin, mod_groups, norm
 from .tiles import Mask, TTile, dtype_name, operand, wrap
 
 
@@ -161,10 +161,10 @@ def split(off: AInt, t: ir.TensorArg, what: str) -> Box:
     if len(set(used)) != len(used):
         raise unsupported(f"{what} {t.name}: two tile axes step along the same tensor dimension")
     starts = [Lin() for _ in shape]
-    base = as_lin(off.base)
-    for atom, f in base.terms.items():
+    groups, base = mod_groups(as_lin(off.base))
+    for part, f in groups + [(Lin({atom: f}), f) for atom, f in base.terms.items()]:
         k = max((k for k in range(len(shape)) if f % strides[k] == 0), key=lambda k: strides[k])
-        starts[k] = starts[k] + Lin({atom: f // strides[k]})
+        starts[k] = starts[k] + Lin({a: v // strides[k] for a, v in part.terms.items()})
     c = base.const
     for k in range(len(shape)):
         q, c = divmod(c, strides[k]) if k < len(shape) - 1 else (c, 0)

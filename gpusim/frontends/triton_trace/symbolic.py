@@ -141,6 +141,42 @@ def as_lin(x) -> Lin:
     return x if isinstance(x, Lin) else Lin(None, int(x))
 
 
+def lin_of(e: Expr) -> Lin:
+    """The Lin an index expression is (sums and constant multiples opened, anything else an atom)."""
+    if e.op == "const":
+        return Lin(None, e.args[0])
+    if e.op in ("add", "sub"):
+        a, b = lin_of(e.args[0]), lin_of(e.args[1])
+        return a + b if e.op == "add" else a - b
+    if e.op == "mul" and (e.args[0].op == "const" or e.args[1].op == "const"):
+        c, x = (e.args[0], e.args[1]) if e.args[0].op == "const" else (e.args[1], e.args[0])
+        return lin_of(x) * c.args[0]
+    return Lin.atom(e)
+
+
+def mod_groups(x: Lin) -> tuple:
+    """``(groups, rest)``: each group ``k * (inner - c * (inner // c))``, which is ``k * (inner % c)``
+    as ``%`` expands (``Lin.__mod__``), taken out of ``x`` whole (k > 0, every term of ``inner``
+    present with k times its coefficient), and the rest of ``x``. A pointer offset's split keeps a
+    group in one tensor dimension: ``(pid % n) * BLOCK`` indexes the inner dimension even where its
+    two terms alone would fall into different ones."""
+    groups, rest = [], Lin(x.terms, x.const)
+    for atom, f in x.terms.items():
+        if atom.op != "floordiv" or atom.args[1].op != "const" or atom not in rest.terms:
+            continue
+        c = atom.args[1].args[0]
+        if c <= 1 or f % c or -f // c <= 0:
+            continue
+        k = -f // c
+        inner = lin_of(atom.args[0])
+        if inner.const or not inner.terms or any(rest.terms.get(a, 0) != k * ci for a, ci in inner.terms.items()):
+            continue
+        g = inner * k + Lin({atom: f})
+        groups.append((g, k))
+        rest = as_lin(rest - g)
+    return groups, rest
+
+
 def lmin(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
