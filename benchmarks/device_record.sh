@@ -5,7 +5,8 @@
 #
 # usage: benchmarks/device_record.sh RECORD_SECONDS SIM_SECONDS [--skip-measured F] [--skip-sim F] SCENARIO.yaml ...
 # Writes $OUT/measured.jsonl, $OUT/compile.jsonl, $OUT/sim.jsonl and the logs. Wheels in .whl/ (simpy,
-# pydantic) are installed to /tmp/site first.
+# pydantic) are installed to /tmp/site first. SIM_SECONDS 0: no simulation there (every core but one
+# prepares points for the recorder; simulate them later where the predictions are made).
 set -uo pipefail
 OUT=${OUT:-$PWD/device_out}; mkdir -p "$OUT"
 RB=$1; SB=$2; shift 2
@@ -27,10 +28,12 @@ export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in *H200*) GPU=h200 ;; *) GPU=h100 ;; esac
 NCPU=$(nproc); JOBS=$(( NCPU > 8 ? NCPU - 6 : 2 ))
-(cd benchmarks && python3 sim_points.py --gpu "$GPU" --out "$OUT/sim.jsonl" --jobs "$JOBS" --budget-s "$SB" \
-    "${SKIPS[@]}" "${@/#/../}") > "$OUT/sim.log" 2>&1 &
-SIM=$!
-python3 benchmarks/record_points.py --out "$OUT" --budget-s "$RB" --compile-jobs 4 "${SKIPM[@]}" "$@" 2>&1 | tee "$OUT/record.log"
-wait $SIM
-tail -3 "$OUT/sim.log"
+SIM=""; WORKERS=$(( NCPU - 1 ))
+if [ "$SB" != 0 ]; then
+    (cd benchmarks && python3 sim_points.py --gpu "$GPU" --out "$OUT/sim.jsonl" --jobs "$JOBS" --budget-s "$SB" \
+        "${SKIPS[@]}" "${@/#/../}") > "$OUT/sim.log" 2>&1 &
+    SIM=$!; WORKERS=4
+fi
+python3 benchmarks/record_points.py --out "$OUT" --budget-s "$RB" --jobs "$WORKERS" "${SKIPM[@]}" "$@" 2>&1 | tee "$OUT/record.log"
+if [ -n "$SIM" ]; then wait $SIM; tail -3 "$OUT/sim.log"; fi
 wc -l "$OUT"/*.jsonl

@@ -1,19 +1,24 @@
-"""Record many points on a GPU in one call: compile ahead on the CPU cores, time back to back.
+"""Record many points on a GPU in one call: prepare ahead on the CPU cores, time back to back.
 
-Worker processes compile every point's Triton kernels for this GPU (``JITFunction.warmup`` with the
-arguments' dtypes: no launch, so nothing runs on the GPU beside the timing) into Triton's on-disk
-cache, in the order the main process will time them. The main process, alone on the GPU, takes
-each point in turn: random normal inputs (``numpy_exec.random_inputs``), one run checked against
-the float64 reference (``measure.check_outputs``: the whole output, or sampled rows of large
-ones), then ``triton.testing.do_bench`` of the whole workload (warmup 25 ms, rep 100 ms, median;
-it clears the L2 before every repetition). One JSON line per point is appended to
-``OUT/measured.jsonl`` as soon as it is timed, so a killed run keeps what it measured.
+Worker processes take the points in the order they will be timed (at most ``--ahead`` in flight):
+each compiles the point's Triton kernels for this GPU (``JITFunction.warmup`` with the arguments'
+dtypes: no launch, so nothing runs on the GPU beside the timing) into Triton's on-disk cache, draws
+its inputs (``numpy_exec.random_inputs``, seed 1) and computes the float64 reference of its outputs
+(``measure.sampled_reference``: the whole output, or sampled rows of large ones), pickled to a
+scratch file. The main process, alone on the GPU, takes each point in turn: one run whose outputs
+are checked against that reference, then ``triton.testing.do_bench`` of the whole workload on the
+same memory (warmup 25 ms, rep 100 ms, median; it clears the L2 before every repetition). A point
+whose check fails keeps no time. attention_flash_bwd draws its inputs on the GPU (its forward
+pass) and a worker checks its outputs while the next points are timed. One JSON line per point is
+appended to ``OUT/measured.jsonl`` as soon as it is checked, so a killed run keeps what it measured.
 
 Order: the sealed held-out scenarios first, then the training scenarios round-robin (a run cut by
 its budget still covers every family). ``--skip FILE`` leaves out the points already in FILE.
+``--cpu`` lets numpy execution stand in for the GPU (its wall time as the "measurement"), to test
+the recorder on a machine without one.
 
-usage: python benchmarks/record_points.py --out DIR --budget-s SECONDS [--compile-jobs 6]
-                                          [--skip measured.jsonl] SCENARIO.yaml ...
+usage: python benchmarks/record_points.py --out DIR --budget-s SECONDS [--jobs N] [--ahead 32]
+                                          [--skip measured.jsonl] [--cpu] SCENARIO.yaml ...
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ import argparse
 import itertools
 import json
 import multiprocessing as mp
+import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -42,45 +49,6 @@ def point_list(paths: list) -> list:
         (held if kind == "heldout" else train).append(pts)
     rr = [x for grp in itertools.zip_longest(*train) for x in grp if x is not None]
     return [x for grp in held for x in grp] + rr
-
-
-def _compile(item) -> tuple:
-    """Compile one point's kernels (no launch); (key, seconds, error or '')."""
-    rel, _, i, kernel, params = item
-    t0 = time.time()
-    try:
-        import torch
-        from gpusim import kernels
-        from gpusim.toolchain.lower import kernel_name, launch_stages, lower
-        from gpusim.backends.triton.run import _torch_dtype, load_kernel
-
-        wl = kernels.build(kernel, params)
-        for launch in wl.launches:
-            prog = launch.program
-            kern = load_kernel(lower(prog, launch.grid), kernel_name(prog))
-            args = [_torch_dtype(wl.tensors[launch.bindings[t.name]].dtype) for t in prog.params]
-            kern.warmup(*args, grid=tuple(launch.grid), num_warps=prog.num_warps, num_stages=launch_stages(prog))
-        del torch
-        return (rel, i), time.time() - t0, ""
-    except Exception as e:       # recorded; the timing process reports its own error for the point
-        return (rel, i), time.time() - t0, f"{type(e).__name__}: {str(e)[:200]}"
-
-
-def _bench_whole(wl, inputs) -> float:
-    from triton.testing import do_bench
-    from gpusim.backends.triton import run as tb
-
-    mem = tb.allocate(wl, inputs, "cuda")
-    fns = tb.launchers(wl, mem)
-
-    def whole():
-        for _, g in fns:
-            g()
-
-    whole()
-    us = 1000.0 * float(do_bench(whole, warmup=25, rep=100, return_mode="median"))
-    del mem
-    return us
 
 
 FORCE_SAMPLE = ("attention_flash", "attention_naive", "attention_flash_bwd", "attention_decode", "matmul")
@@ -116,49 +84,163 @@ def bwd_inputs(wl) -> dict:
     return out
 
 
-def check(wl, outs: dict, inputs: dict) -> tuple:
-    """(worst max_rel_err, "full" | "sampled"): sampled rows for attention, decode and GEMMs."""
+def _compile_kernels(wl) -> None:
+    """Compile every launch of ``wl`` for this GPU into Triton's cache (no launch)."""
+    from gpusim.backends.triton.run import _torch_dtype, load_kernel
+    from gpusim.toolchain.lower import kernel_name, launch_stages, lower
+
+    for launch in wl.launches:
+        prog = launch.program
+        kern = load_kernel(lower(prog, launch.grid), kernel_name(prog))
+        args = [_torch_dtype(wl.tensors[launch.bindings[t.name]].dtype) for t in prog.params]
+        kern.warmup(*args, grid=tuple(launch.grid), num_warps=prog.num_warps, num_stages=launch_stages(prog))
+
+
+def _prepare(job) -> dict:
+    """In a worker: compile the point's kernels, draw its inputs and compute the float64 reference of
+    its outputs, pickled to one file that the timing process reads. attention_flash_bwd's inputs come
+    from its forward pass on the GPU (``bwd_inputs``): the timing process draws them and the check runs
+    later (``_late_check``). Never raises: errors go in the answer."""
+    item, tmp, compile_ = job
+    rel, _, i, kernel, params = item
+    ans = {"key": [rel, i], "compile_s": 0.0, "prep_s": 0.0, "path": None, "error": ""}
+    t0 = time.time()
+    try:
+        from gpusim import kernels
+        from gpusim.backends import numpy_exec
+        from gpusim.hw.validate.measure import sampled_reference
+
+        wl = kernels.build(kernel, params)
+        if compile_:
+            _compile_kernels(wl)
+        ans["compile_s"] = round(time.time() - t0, 2)
+        if kernel != "attention_flash_bwd":
+            inputs = numpy_exec.random_inputs(wl, 1)
+            refs, how = sampled_reference(wl, inputs, force_sample=kernel in FORCE_SAMPLE)
+            path = Path(tmp) / f"{len(rel)}_{abs(hash(rel))}_{i}.pkl"
+            with open(path, "wb") as f:
+                pickle.dump((inputs, refs, how), f, protocol=pickle.HIGHEST_PROTOCOL)
+            ans["path"] = str(path)
+    except Exception as e:       # recorded; the timing process reports it for the point
+        ans["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+    ans["prep_s"] = round(time.time() - t0 - ans["compile_s"], 2)
+    return ans
+
+
+def _errors(refs: dict, outs: dict) -> float:
     import numpy as np
 
     from gpusim.backends import numpy_exec
-    from gpusim.hw.validate.measure import sampled_reference
 
-    refs, how = sampled_reference(wl, inputs, force_sample=wl.name in FORCE_SAMPLE)
-    err = 0.0
-    for name, (idx, ref) in refs.items():
-        err = max(err, numpy_exec.max_rel_err(np.asarray(outs[name])[idx], ref))
-    return err, how
+    return max((numpy_exec.max_rel_err(np.asarray(outs[n])[idx], ref) for n, (idx, ref) in refs.items()), default=0.0)
 
 
-def measure(item, env: dict) -> dict:
+def _late_check(job) -> tuple:
+    """In a worker: (worst max_rel_err, "full" | "sampled") of outputs the timing process pickled."""
+    path, kernel, params = job
+    try:
+        from gpusim import kernels
+        from gpusim.hw.validate.measure import sampled_reference
+
+        with open(path, "rb") as f:
+            inputs, outs = pickle.load(f)
+        refs, how = sampled_reference(kernels.build(kernel, params), inputs, force_sample=kernel in FORCE_SAMPLE)
+        return _errors(refs, outs), how, ""
+    except Exception as e:
+        return None, None, f"{type(e).__name__}: {str(e)[:200]}"
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def _run_and_bench(wl, inputs: dict, names) -> tuple:
+    """({output name: numpy}, median µs): one checked run, then ``do_bench`` on the same memory."""
+    from triton.testing import do_bench
+
+    from gpusim.backends.triton import run as tb
+
+    mem = tb.allocate(wl, inputs, "cuda")
+    fns = tb.launchers(wl, mem)
+
+    def whole():
+        for _, g in fns:
+            g()
+
+    whole()
+    import torch
+
+    torch.cuda.synchronize()
+    outs = {n: tb._to_numpy(mem[n], wl.tensors[n]) for n in names}
+    us = 1000.0 * float(do_bench(whole, warmup=25, rep=100, return_mode="median"))
+    del mem, fns
+    return outs, us
+
+
+def _run_on_cpu(wl, inputs: dict, names) -> tuple:
+    """The ``--cpu`` stand-in of ``_run_and_bench`` (tests the recorder without a GPU): numpy
+    execution, its wall time as the 'measurement'."""
+    from gpusim.backends import numpy_exec
+
+    t0 = time.perf_counter()
+    outs = numpy_exec.execute(wl, inputs)
+    return {n: outs[n] for n in names}, 1e6 * (time.perf_counter() - t0)
+
+
+def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
+    """(record, late-check job or None) of one prepared point."""
     from gpusim import kernels
-    from gpusim.hw.validate.measure import TritonCudaBackend, free_gpu_memory, point_inputs, tolerance
+    from gpusim.hw.validate.measure import free_gpu_memory, tolerance
 
     rel, kind, i, kernel, params = item
     rec = {"scenario": rel, "set": kind, "point": i, "kernel": kernel, "params": params, **env,
            "timing_method": "triton.testing.do_bench median (warmup 25 ms, rep 100 ms), one input set",
            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": "ok", "reason": "",
            "tolerance": tolerance(params)}
-    t0 = time.time()
+    t0, late = time.time(), None
     try:
+        if prep["error"]:
+            raise RuntimeError(prep["error"])
         wl = kernels.build(kernel, params)
-        inputs = bwd_inputs(wl) if kernel == "attention_flash_bwd" else point_inputs(wl, 1)
-        outs = TritonCudaBackend().run(wl, inputs)
-        err, how = check(wl, outs, inputs)
-        del outs
-        rec.update(max_rel_err=err, check=how)
-        if not err <= rec["tolerance"]:
-            rec.update(status="wrong-result", reason=f"max_rel_err {err:.3g} > {rec['tolerance']:g} ({how} check)")
+        run = _run_on_cpu if cpu else _run_and_bench
+        if prep["path"] is None:             # attention_flash_bwd: inputs from the GPU, checked later
+            from gpusim.backends import numpy_exec
+
+            inputs = numpy_exec.random_inputs(wl, 1) if cpu else bwd_inputs(wl)
+            outs, us = run(wl, inputs, list(wl.outputs))
+            path = Path(tmp) / f"late_{len(rel)}_{abs(hash(rel))}_{i}.pkl"
+            with open(path, "wb") as f:
+                pickle.dump((inputs, outs), f, protocol=pickle.HIGHEST_PROTOCOL)
+            rec["measured_us"], late = us, (str(path), kernel, params)
         else:
-            rec["measured_us"] = _bench_whole(wl, inputs)
+            with open(prep["path"], "rb") as f:
+                inputs, refs, how = pickle.load(f)
+            Path(prep["path"]).unlink(missing_ok=True)
+            outs, us = run(wl, inputs, list(refs))
+            rec["measured_us"] = us
+            _set_check(rec, _errors(refs, outs), how, "")
     except Exception as e:
         rec.update(status="gpu-error", reason=f"{type(e).__name__}: {str(e)[:300]}")
-    free_gpu_memory()
+        rec.pop("measured_us", None)
+    if not cpu:
+        free_gpu_memory()
     rec["wall_s"] = round(time.time() - t0, 3)
-    return rec
+    return rec, late
 
 
-def environment() -> dict:
+def _set_check(rec: dict, err, how, error: str) -> None:
+    """The check's verdict on a record: a wrong result keeps no time."""
+    if error:
+        rec.update(status="check-error", reason=error)
+        rec.pop("measured_us", None)
+        return
+    rec.update(max_rel_err=err, check=how)
+    if not err <= rec["tolerance"]:
+        rec.update(status="wrong-result", reason=f"max_rel_err {err:.3g} > {rec['tolerance']:g} ({how} check)")
+        rec.pop("measured_us", None)
+
+
+def environment(cpu: bool = False) -> dict:
+    if cpu:
+        return {"device": "cpu (numpy stand-in)", "triton": "", "torch": "", "cuda": ""}
     import torch
     import triton
 
@@ -166,13 +248,95 @@ def environment() -> dict:
             "cuda": str(torch.version.cuda)}
 
 
+def _scratch() -> str:
+    """A scratch folder for the pickled inputs: /dev/shm when it has room (8 GiB free), else /tmp."""
+    import shutil
+    import tempfile
+
+    base = "/dev/shm" if Path("/dev/shm").is_dir() and shutil.disk_usage("/dev/shm").free > 8 << 30 else None
+    return tempfile.mkdtemp(prefix="record_points_", dir=base)
+
+
+class Recorder:
+    """Prepares points ahead in a worker pool (at most ``ahead`` in flight), times them in order
+    and writes each record as soon as its check is done."""
+
+    def __init__(self, items, out: Path, jobs: int, ahead: int, cpu: bool):
+        self.items, self.out, self.cpu, self.ahead = iter(items), out, cpu, ahead
+        self.tmp = _scratch()
+        self.pool = mp.get_context("spawn").Pool(jobs)
+        self.pending, self.late = [], []
+        self.env = environment(cpu)
+        self.n = self.n_ok = 0
+
+    def _top_up(self):
+        while len(self.pending) < self.ahead:
+            item = next(self.items, None)
+            if item is None:
+                return
+            job = (item, self.tmp, not self.cpu)
+            self.pending.append((item, self.pool.apply_async(_prepare, (job,))))
+
+    def _write(self, f, rec):
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        self.n += 1
+        self.n_ok += rec["status"] == "ok"
+
+    def _drain_late(self, f, wait_s: float = 0.0):
+        t_end = time.time() + wait_s
+        for entry in list(self.late):
+            rec, res = entry
+            if not res.ready() and wait_s > 0:
+                res.wait(max(0.0, t_end - time.time()))
+            if res.ready():
+                _set_check(rec, *res.get())
+                self._write(f, rec)
+                self.late.remove(entry)
+
+    def run(self, budget_s: float, t_start: float) -> None:
+        with open(self.out / "measured.jsonl", "a") as f, open(self.out / "compile.jsonl", "a") as fc:
+            self._top_up()
+            while self.pending:
+                if time.time() - t_start > budget_s:
+                    print(f"record_points: budget reached after {self.n + len(self.late)} points", flush=True)
+                    break
+                item, res = self.pending.pop(0)
+                try:
+                    prep = res.get(timeout=600)
+                except mp.TimeoutError:
+                    prep = {"key": [item[0], item[2]], "path": None, "error": "preparing took over 600 s"}
+                self._top_up()
+                fc.write(json.dumps(prep) + "\n")
+                rec, late = measure(item, prep, self.env, self.tmp, self.cpu)
+                if late is None:
+                    self._write(f, rec)
+                else:
+                    self.late.append((rec, self.pool.apply_async(_late_check, (late,))))
+                self._drain_late(f)
+                if self.n + len(self.late) == 20 and self.n_ok == 0 and not self.late:
+                    print("record_points: the first 20 points all failed; stopping (see measured.jsonl)", flush=True)
+                    break
+                if (self.n + len(self.late)) % 50 == 0:
+                    print(f"  {self.n + len(self.late)} points ({self.n_ok} ok) in {time.time() - t_start:.0f} s",
+                          flush=True)
+            self._drain_late(f, wait_s=120.0)
+        self.pool.terminate()
+        import shutil
+
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenarios", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, required=True, help="stop starting points after this many seconds")
-    ap.add_argument("--compile-jobs", type=int, default=6)
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2),
+                    help="worker processes that compile and prepare points ahead")
+    ap.add_argument("--ahead", type=int, default=32, help="points prepared ahead at most")
     ap.add_argument("--skip", default=None, help="a measured.jsonl whose points are left out")
+    ap.add_argument("--cpu", action="store_true", help="no GPU: numpy execution stands in (tests the recorder)")
     a = ap.parse_args(argv)
     t_start = time.time()
     out = Path(a.out)
@@ -181,31 +345,10 @@ def main(argv=None) -> int:
     if a.skip and Path(a.skip).exists():
         done = {(r["scenario"], r["point"]) for r in map(json.loads, Path(a.skip).read_text().splitlines())}
         items = [x for x in items if (x[0], x[2]) not in done]
-    print(f"record_points: {len(items)} points, budget {a.budget_s:.0f} s, {a.compile_jobs} compile workers",
-          flush=True)
-    env = environment()
-    pool = mp.get_context("spawn").Pool(a.compile_jobs)
-    compiled = pool.imap(_compile, items, chunksize=1)
-    n_ok = n = 0
-    with open(out / "measured.jsonl", "a") as f, open(out / "compile.jsonl", "a") as fc:
-        for item in items:
-            if time.time() - t_start > a.budget_s:
-                print(f"record_points: budget reached after {n} points", flush=True)
-                break
-            key, secs, err = next(compiled)       # this point is compiled (or failed) before it is timed
-            fc.write(json.dumps({"key": list(key), "compile_s": round(secs, 2), "error": err}) + "\n")
-            rec = measure(item, env)
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            n += 1
-            n_ok += rec["status"] == "ok"
-            if n == 20 and n_ok == 0:
-                print("record_points: the first 20 points all failed; stopping (see measured.jsonl)", flush=True)
-                break
-            if n % 50 == 0:
-                print(f"  {n} points ({n_ok} ok) in {time.time() - t_start:.0f} s", flush=True)
-    pool.terminate()
-    print(f"record_points: {n} points measured ({n_ok} ok) in {time.time() - t_start:.0f} s", flush=True)
+    print(f"record_points: {len(items)} points, budget {a.budget_s:.0f} s, {a.jobs} workers", flush=True)
+    rec = Recorder(items, out, a.jobs, a.ahead, a.cpu)
+    rec.run(a.budget_s, t_start)
+    print(f"record_points: {rec.n} points measured ({rec.n_ok} ok) in {time.time() - t_start:.0f} s", flush=True)
     return 0
 
 
