@@ -90,9 +90,10 @@ def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | Non
     data = {"kernel": kernel if isinstance(kernel, str) else k.name, "gpu": gpu, "check": False, "fidelity": "fast",
             "params": shape, "sweep": {n: list(v) for n, v in sp.items()}}
     sc = load_scenario("gpusim tune", data=data)
-    bounds, infeasible, errors = bounds_of(sc.points, _builder(k))
+    bounds, infeasible, errors, late = bounds_of(sc.points, _builder(k))
     jobs, _ = cap_jobs(jobs)
-    res = search(sc.points, bounds, TuneStore(out), jobs=jobs, margin=margin, prune=prune, progress=progress)
+    res = search(sc.points, bounds, TuneStore(out), jobs=jobs, margin=margin, prune=prune, progress=progress,
+                 late=late)
     rows = {**res.rows, **errors}
     records = {i: {"row": r, "kernels": []} for i, r in rows.items()}
     table, _ = collect(sc, records, list(range(len(sc.points))))
@@ -101,8 +102,8 @@ def rank(kernel, gpu: str = "h100", shape: dict | None = None, space: dict | Non
     ok = df[df.status == "ok"].sort_values("time_us", kind="stable").reset_index(drop=True)
     ok.insert(0, "rank", range(1, len(ok) + 1))
     ok["overlaps_best"] = overlaps_best(ok)
-    others = _others(sc, sp, df, infeasible, res.pruned, bounds)
-    ok.attrs.update(infeasible=int((others.status == "infeasible").sum()), pruned=len(res.pruned),
+    others = _others(sc, sp, df, infeasible, res.pruned, {**bounds, **res.stopped}, res.stopped)
+    ok.attrs.update(infeasible=int((others.status == "infeasible").sum()), pruned=len(res.pruned), stopped=len(res.stopped),
                     errors=int((others.status != "infeasible").sum() - len(res.pruned)),
                     simulated=len(res.rows) - res.cached, cached=res.cached, others=others, space=sp)
     return ok
@@ -115,14 +116,17 @@ def _builder(k):
     return build
 
 
-def _others(sc, sp: dict, df, infeasible: dict, pruned: list, bounds: dict):
-    """The configs not ranked, one row each: their tunable parameters, status, reason, lower bound."""
+def _others(sc, sp: dict, df, infeasible: dict, pruned: list, bounds: dict, stopped: dict):
+    """The configs not ranked, one row each: their tunable parameters, status, reason, lower bound
+    (for a config ``stopped`` mid-simulation, the time its simulation passed)."""
     import pandas as pd
 
     rows = []
     for i in pruned:
+        why = ("its simulation passed the best time by more than the margin and was stopped there" if i in stopped
+               else "its lower bound exceeds the best time by more than the margin")
         rows.append({**{n: sc.points[i].params[n] for n in sp}, "status": "pruned", "lower_bound_us": bounds[i],
-                     "reason": "its lower bound exceeds the best time by more than the margin"})
+                     "reason": why})
     for i, why in infeasible.items():
         rows.append({**{n: sc.points[i].params[n] for n in sp}, "status": "infeasible", "reason": why})
     for r in df[df.status != "ok"].itertuples(index=False):
@@ -242,9 +246,12 @@ def report_lines(ranking, margin: float = 0.05) -> list:
     how many configs the best is indistinguishable from, and why configs could not run."""
     a = ranking.attrs
     saved = f" ({a['cached']} saved from an earlier run)" if a.get("cached") else ""
-    lines = [f"{len(ranking)} configs ranked{saved}; {a.get('pruned', 0)} pruned, never simulated: their lower bound "
-             f"is more than {margin:.0%} above the best time (docs/tune.md); {a.get('infeasible', 0)} infeasible; "
-             f"{a.get('errors', 0)} errors."]
+    npr, stopped = a.get("pruned", 0), a.get("stopped", 0)
+    how = (f"{npr - stopped} never simulated, their lower bound more than {margin:.0%} above the best time, and "
+           f"{stopped} stopped once their simulation passed it" if stopped else
+           f"never simulated: their lower bound is more than {margin:.0%} above the best time")
+    lines = [f"{len(ranking)} configs ranked{saved}; {npr} pruned, {how} (docs/tune.md); "
+             f"{a.get('infeasible', 0)} infeasible; {a.get('errors', 0)} errors."]
     n = indistinguishable(ranking, margin * 100)
     if len(ranking):
         lines.append(f"The top {n} are within {margin:.0%} of each other: indistinguishable at the model's accuracy; "

@@ -314,3 +314,67 @@ def test_a_calibrated_ranking_widens_the_pruning_threshold():
     cal = {0: {"status": "ok", "time_us": 9.0, "time_us_sim": 10.0}, 1: {"status": "ok", "time_us": 9.6, "time_us_sim": 12.0}}
     assert prune_above(cal, 0.05) == pytest.approx(9.0 * 1.05 / 0.8)
     assert prune_above({}, 0.05) == float("inf")
+
+
+def _fake_limited(i):
+    """A fake simulation of TIMES[i] us that stops where the search's time limit says so."""
+    from gpusim.backends.sim import time_limit as tl
+
+    s = tl.stop_cycles(1.0)                  # seconds at a 1 Hz clock
+    if s is not None and TIMES[i] * 1e-6 > s:
+        tl.stop()
+        return {"status": "error", "reason": "Stopped"}, [], None
+    return {"status": "ok", "time_us": TIMES[i]}, [], None
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_config_whose_simulation_passes_the_best_is_stopped_and_pruned(jobs):
+    bounds = {i: 1.0 for i in range(6)}                # no bound prunes: every config starts
+    res = search(list(range(6)), bounds, _FakeStore(), jobs=jobs, margin=0.05, fn=_fake_limited)
+    best = min(r["time_us"] for r in res.rows.values())
+    assert best == min(TIMES) and len(res.rows) + len(res.pruned) == 6
+    assert set(res.stopped) <= set(res.pruned)
+    # stopped only past the best so far x 1.05, with that limit as its proven bound
+    for i, limit in res.stopped.items():
+        assert TIMES[i] > limit >= best * 1.05
+    # every config within 5% of the best ran to the end: the head of the ranking is unchanged
+    assert all(i in res.rows for i, t in enumerate(TIMES) if t <= best * 1.05)
+    if jobs == 1:       # in order: 10, 12 (> 10.5: stopped), 30 and 9.3 ... each against the best so far
+        assert sorted(res.rows) == [0, 3, 5] and sorted(res.stopped) == [1, 2, 4]
+    every = search(list(range(6)), bounds, _FakeStore(), prune=False, fn=_fake_limited)
+    assert sorted(every.rows) == list(range(6)) and not every.stopped
+
+
+def test_configs_likely_to_spill_run_last_and_are_stopped_at_the_best():
+    from gpusim.backends.sim import time_limit as tl
+
+    times, ran = {0: 100.0, 1: 5.5, 2: 50.0}, []
+
+    def run(i):
+        ran.append(i)
+        s = tl.stop_cycles(1.0)
+        if s is not None and times[i] * 1e-6 > s:
+            tl.stop()
+            return {"status": "error", "reason": "Stopped"}, [], None
+        return {"status": "ok", "time_us": times[i]}, [], None
+
+    bounds = {0: 1.0, 1: 5.0, 2: 6.0}      # 0's bound leaves its spills out: lowest, yet slowest
+    res = search([0, 1, 2], bounds, _FakeStore(), fn=run, late={0})
+    assert ran == [1, 0] and list(res.rows) == [1]
+    assert res.stopped == {0: pytest.approx(5.5 * 1.05)} and sorted(res.pruned) == [0, 2]
+    ran.clear()
+    first = search([0, 1, 2], bounds, _FakeStore(), fn=run)        # in bound order 0 runs to its end
+    assert ran == [0, 1] and sorted(first.rows) == [0, 1] and first.pruned == [2]
+
+
+def test_spill_prone_flags_only_accumulators_past_the_register_cap():
+    from gpusim.hardware import load_gpu
+    from gpusim.kernels import resolve_kernel
+    from gpusim.tune_search import spill_prone
+
+    k, cfg = resolve_kernel("matmul"), load_gpu("h100")
+
+    def wl(bm, bn, w):
+        return k.build(k.resolve(dict(M=1024, N=1024, K=1024, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=32, num_warps=w)))
+    assert spill_prone(wl(256, 256, 4), cfg) and spill_prone(wl(128, 256, 4), cfg)
+    assert not spill_prone(wl(128, 256, 8), cfg) and not spill_prone(wl(64, 64, 4), cfg)

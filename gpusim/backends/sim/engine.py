@@ -26,7 +26,7 @@ import simpy
 
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
-from . import compiled_steps, cost
+from . import compiled_steps, cost, time_limit
 from .events import CTAEvent, OpEvent
 from .l2 import L2Cache
 from .memory import Channel, MemoryPath
@@ -98,7 +98,8 @@ class LaunchSim(SampledLaunch, PipelinedLoops):
 
     def _simulate(self, order, sampled: bool):
         it = self._dispatch(order, HEAD_WAVES * self.slots if sampled else None)
-        run_processes(self, [self._worker(slot, it) for slot in range(min(self.slots, len(order)))])
+        self.order, self.stop = order, time_limit.stop_cycles(self.cfg.clock_hz)
+        run_processes(self, [self._worker(slot, it) for slot in range(min(self.slots, len(order)))], self.stop)
 
     def _stats(self, cycles, counters, scale, sampling) -> LaunchStats:
         n_sms = self.cfg.sm_count
@@ -130,6 +131,8 @@ class LaunchSim(SampledLaunch, PipelinedLoops):
             self.progress += 1
             if len(self.completions) in self._snap_at:
                 self._snap.append((self.now, self.progress, self.counters.freeze(), self.cta_counters.freeze()))
+                if self.stop is not None and len(self._snap) == 2 and self._least_cycles() > self.stop:
+                    raise time_limit.stop()
             if self.timeline:
                 self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))
 
@@ -209,16 +212,19 @@ class LaunchSim(SampledLaunch, PipelinedLoops):
         return fin - now
 
 
-def run_processes(sim, procs) -> None:
+def run_processes(sim, procs, stop: float | None = None) -> None:
     """Run the CTA-slot processes on a SimPy environment: each is a generator that yields how long it
     waits and is resumed by a callback on a SimPy timeout (lighter than a ``simpy.Process``, same
     order of events); ``sim.now`` follows the environment's clock. SimPy orders simultaneous events
     FIFO: every process starts, in order, before the first timeout it schedules fires.
     Each process has one pending wake-up at a time, so it re-schedules its own (triggered) event
-    instead of building a timeout per wait: the same queue entry (time, NORMAL, next id) a timeout gets."""
+    instead of building a timeout per wait: the same queue entry (time, NORMAL, next id) a timeout gets.
+    ``stop``: raise ``time_limit.Stopped`` at that time if a process is still running then (one
+    event, scheduled after the processes start: the others keep their order)."""
     env = simpy.Environment()
     schedule = env.schedule
     normal = simpy.events.NORMAL
+    running = [len(procs)]
 
     def driver(gen, wake):
         nxt = gen.__next__
@@ -228,6 +234,7 @@ def run_processes(sim, procs) -> None:
             try:
                 delay = nxt()
             except StopIteration:
+                running[0] -= 1
                 return
             wake.callbacks = cbs
             schedule(wake, normal, delay)
@@ -238,4 +245,9 @@ def run_processes(sim, procs) -> None:
         start = env.event()
         start.callbacks.append(driver(p, start))
         start.succeed()
+    if stop is not None:
+        def halt(_event):
+            if running[0]:
+                raise time_limit.stop()
+        env.timeout(stop).callbacks.append(halt)
     env.run()

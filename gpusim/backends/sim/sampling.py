@@ -92,6 +92,16 @@ class SampledLaunch:
         return replace(skipped, dram_read_bytes=max(skipped.dram_read_bytes, float(reads)),
                        dram_write_bytes=skipped.dram_write_bytes if writes is None else float(writes))
 
+    def _least_cycles(self) -> float:
+        """At the end of the steady window (both snapshots taken): the fewest cycles the sampled
+        launch can take, ``now`` (every simulated CTA ends no earlier) plus the skipped middle at
+        the window's rate (one of the terms ``_extrapolate`` takes the largest of)."""
+        (t_a, p_a, *_), (t_b, p_b, *_) = self._snap
+        if t_b <= t_a or p_b <= p_a:
+            return self.now
+        skipped = self.n_ctas + sum(self._trip_totals()) - sum(self._work(c) for c in self.order)
+        return self.now + skipped * (t_b - t_a) / (p_b - p_a)
+
     def _extrapolate(self, order, end, sim_work, counters):
         """(extra cycles, counter scale, counters with the skipped middle) of a sampled launch."""
         n, S = self.n_ctas, self.slots
