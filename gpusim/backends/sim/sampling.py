@@ -93,13 +93,20 @@ class SampledLaunch:
                        dram_write_bytes=skipped.dram_write_bytes if writes is None else float(writes))
 
     def _least_cycles(self) -> float:
-        """At the end of the steady window (both snapshots taken): the fewest cycles the sampled
-        launch can take, ``now`` (every simulated CTA ends no earlier) plus the skipped middle at
-        the window's rate (one of the terms ``_extrapolate`` takes the largest of)."""
-        (t_a, p_a, *_), (t_b, p_b, *_) = self._snap
+        """The fewest cycles a sampled launch can take, from the end of wave 1 on (its first
+        snapshot taken): ``now`` (every simulated CTA ends no earlier) plus the skipped middle at
+        the steady window's rate (one of the terms ``_extrapolate`` takes the largest of). Before
+        the window ends only head CTAs have run, so the window's work is at most what the head
+        has left after its start, over more than ``now - t_a`` cycles: a rate no higher than that."""
+        if not hasattr(self, "_works"):
+            head = self.order[:HEAD_WAVES * self.slots]
+            self._works = (sum(self._work(c) for c in head),
+                           self.n_ctas + sum(self._trip_totals()) - sum(self._work(c) for c in self.order))
+        head_work, skipped = self._works
+        t_a, p_a = self._snap[0][:2]
+        t_b, p_b = self._snap[1][:2] if len(self._snap) > 1 else (self.now, head_work)
         if t_b <= t_a or p_b <= p_a:
             return self.now
-        skipped = self.n_ctas + sum(self._trip_totals()) - sum(self._work(c) for c in self.order)
         return self.now + skipped * (t_b - t_a) / (p_b - p_a)
 
     def _extrapolate(self, order, end, sim_work, counters):

@@ -33,20 +33,25 @@ def test_a_launch_that_passes_the_limit_stops_there(free):
         assert reached() is None
 
 
-def test_a_sampled_launch_stops_once_its_extrapolated_middle_passes_the_limit():
-    """At the end of its steady window a sampled launch's skipped middle is known at the window's
-    rate: the launch stops there when that already passes the limit, long before the simulated
-    CTAs' own clock would (this one: 44.5k cycles in all, 13.5k simulated)."""
+SAMPLED = [("matmul", dict(M=2048, N=2048, K=128, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=2)),
+           ("attention_flash", dict(batch=2, heads=16, seq_len=1024, head_dim=64))]
+
+
+@pytest.mark.parametrize("kernel,p", SAMPLED, ids=[k for k, _ in SAMPLED])
+def test_a_sampled_launch_stops_once_its_extrapolated_middle_passes_the_limit(kernel, p):
+    """From the end of wave 1 a sampled launch's skipped middle is bounded at a rate its steady
+    window cannot beat: the launch stops as soon as that passes the limit, long before the
+    simulated CTAs' own clock would (the GEMM: 44.5k cycles in all, 13.5k simulated); a limit
+    above its time never stops it."""
     from gpusim.hardware import load_gpu
 
     cfg = load_gpu("h100").model_copy(update={"sm_count": 8})
-    p = dict(M=2048, N=2048, K=128, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=2)
-    free = gpusim.simulate("matmul", cfg, check=False, calibration="off", **p)
+    free = gpusim.simulate(kernel, cfg, check=False, calibration="off", **p)
     k = free.kernels[0]
     assert k.simulated_ctas < k.total_ctas            # sampled
     launch_s = k.cycles / k.clock_hz
-    with time_limit(launch_s * 0.7):                  # past what the simulated CTAs alone reach
+    with time_limit(launch_s * 0.6):                  # past what the simulated CTAs alone reach
         with pytest.raises(Stopped):
-            gpusim.simulate("matmul", cfg, check=False, calibration="off", **p)
-    with time_limit(launch_s * 1.01):
-        assert gpusim.simulate("matmul", cfg, check=False, calibration="off", **p).time_us == free.time_us
+            gpusim.simulate(kernel, cfg, check=False, calibration="off", **p)
+    with time_limit(launch_s * 1.001):
+        assert gpusim.simulate(kernel, cfg, check=False, calibration="off", **p).time_us == free.time_us
