@@ -17,12 +17,21 @@ of 5.7 / 9.5%.
 """
 from __future__ import annotations
 
-from . import power
+from . import power, time_limit
 from .engine import LaunchSim
 
 
 def run_launch(launch, cfg, l2, addr: dict, tensors: dict, fidelity: str, timeline: bool, view=None):
-    """(stats, the config it ran on, predicted board watts or None) of one launch."""
+    """(stats, the config it ran on, predicted board watts or None) of one launch. A launch stopped
+    by a time limit (``time_limit.Stopped``) hands its L2's arrays on to the next point's cache."""
+    try:
+        return _run_launch(launch, cfg, l2, addr, tensors, fidelity, timeline, view)
+    except time_limit.Stopped:
+        l2.release()
+        raise
+
+
+def _run_launch(launch, cfg, l2, addr: dict, tensors: dict, fidelity: str, timeline: bool, view=None):
     state = l2.snapshot() if cfg.power_limit_w and cfg.activity_energy_j else None
     st = LaunchSim(launch, cfg, l2, addr, tensors, fidelity=fidelity, timeline=timeline, view=view).run()
     if not cfg.activity_energy_j:
