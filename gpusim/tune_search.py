@@ -165,7 +165,7 @@ def _run_serial(points, order, keep, done, fn, limit) -> list:
 def _run_pool(points, order, keep, done, jobs, fn, limit) -> list:
     """``order`` on ``jobs`` processes, at most ``jobs`` in flight, each next config checked against
     the best known when a worker frees and simulated with that best as its time limit; returns the
-    pruned rest of ``order``."""
+    configs of ``order`` its bound pruned."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
