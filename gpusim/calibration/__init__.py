@@ -66,7 +66,7 @@ def apply(r, cfg, mode: str = "on", workload=None):
     check_mode(mode)
     if r.status not in ("ok", "mismatch") or not r.time_us:
         return r
-    cal = load() if mode == "on" and not cfg.name.endswith("-ideal") else None   # a bound stays a bound
+    cal = load() if mode != "off" and not cfg.name.endswith("-ideal") else None   # a bound stays a bound
     if cal is None:
         return replace(r, time_us_sim=r.time_us, calibration="off", calibration_factor=1.0)
     fitted = mode == "on" and is_fitted(cfg, cal)

@@ -87,6 +87,14 @@ def test_a_what_if_config_is_transferred_and_stays_monotone(h100, monkeypatch, t
     assert a.calibration == "fitted"
 
 
+def test_transferred_asked_for_on_a_fitted_config_applies_the_transferred_model(h100, monkeypatch, tmp_path):
+    # what a what-if sweep asks for on every point, its unchanged one included
+    path = synthetic(tmp_path, h100, 0.2, 0.1)
+    t = run(h100, monkeypatch, path, calibration="transferred")
+    assert t.calibration == "transferred" and t.calibration_factor == pytest.approx(math.exp(0.1))
+    assert t.time_us == pytest.approx(t.time_us_sim * math.exp(0.1))
+
+
 def test_no_correction_goes_below_the_busiest_resource(h100, monkeypatch, tmp_path):
     path = synthetic(tmp_path, h100, -math.log(4.0), 0.0)
     r = run(h100, monkeypatch, path)
