@@ -95,54 +95,74 @@ def sampled_reference(workload, inputs: dict, rows: int = SAMPLE_ROWS, seed: int
     of its traced IR (``user_kernels.traced_reference``)."""
     if user_kernels.native_launch(workload) is not None:
         return user_kernels.traced_reference(workload, inputs, seed)
-    kind = workload.name
-    rng = np.random.default_rng(seed)
-    if kind in SAMPLED_ATTENTION:       # the built-ins only: a user kernel is checked by its own reference
-        q, k, v = inputs["q"], inputs["k"], inputs["v"]
-        bh, n, d = q.shape
-        if force_sample or bh * n * n > BIG_ATTENTION:
-            heads = sorted({0, bh - 1})
-            r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
-            causal = bool(workload.params.get("causal"))
-            heads_per_q = workload.params.get("heads", 1)
-            kv_heads = workload.params.get("kv_heads") or heads_per_q
-            window = workload.params.get("window") or 0
-
-            def kv(h):          # the K/V head a query head reads (GQA: groups of heads share one)
-                return (h // heads_per_q) * kv_heads + (h % heads_per_q) // (heads_per_q // kv_heads)
-
-            ref = np.stack([_attention_rows(q[h], k[kv(h)], v[kv(h)], r, causal, window) for h in heads])
-            return {"o": (np.ix_(heads, r, np.arange(d)), ref)}, "sampled"
-    elif kind == "attention_flash_bwd":
-        bh, n, d = inputs["q"].shape
-        if force_sample or bh * n * n > BIG_FLASH_BWD:
-            heads = _sample_heads(bh, rng)
-            r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
-            c = np.sort(rng.choice(n, size=min(rows, n), replace=False))
-            got = [_flash_bwd_rows({nm: inputs[nm][h] for nm in ("q", "k", "v", "o", "do", "lse")}, r, c,
-                                   bool(workload.params.get("causal"))) for h in heads]
-            cols = np.arange(d)
-            return {"dq": (np.ix_(heads, r, cols), np.stack([g[0] for g in got])),
-                    "dk": (np.ix_(heads, c, cols), np.stack([g[1] for g in got])),
-                    "dv": (np.ix_(heads, c, cols), np.stack([g[2] for g in got]))}, "sampled"
-    elif kind == "attention_decode":
-        bkv, kv_len, d = inputs["k"].shape
-        cost = kv_len * (d + inputs["q"].shape[1])         # float64 values per pair: K, V and the scores
-        if force_sample or bkv * cost > BIG_DECODE:
-            # (batch, KV head) pairs, each one KV cache and its query tile; 2 when a pair is 32M values
-            pairs = _sample_heads(bkv, rng, max(2, min(SAMPLE_HEADS, (1 << 25) // cost)))
-            ref = workload.reference({nm: inputs[nm][pairs] for nm in ("q", "k", "v")})["o"]
-            return {"o": (np.ix_(pairs, np.arange(ref.shape[1]), np.arange(d)), ref)}, "sampled"
-    elif kind == "matmul":
-        a, b = inputs["a"], inputs["b"]
-        m, kk = a.shape
-        n = b.shape[1]
-        if force_sample or m * n * kk > BIG_MATMUL:
-            r = np.sort(rng.choice(m, size=min(rows, m), replace=False))
-            ref = np.asarray(a[r], dtype=np.float64) @ np.asarray(b, dtype=np.float64)
-            return {"c": (np.ix_(r, np.arange(n)), ref)}, "sampled"
+    sampler = _SAMPLERS.get(workload.name)
+    if sampler is not None:
+        got = sampler(workload, inputs, rows, np.random.default_rng(seed), force_sample)
+        if got is not None:
+            return got, "sampled"
     full = numpy_exec.reference(workload, inputs)
     return {name: (Ellipsis, full[name]) for name in workload.outputs}, "full"
+
+
+def _sample_attention(workload, inputs, rows, rng, force):
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    bh, n, d = q.shape
+    if not (force or bh * n * n > BIG_ATTENTION):
+        return None
+    heads = sorted({0, bh - 1})
+    r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+    causal = bool(workload.params.get("causal"))
+    heads_per_q = workload.params.get("heads", 1)
+    kv_heads = workload.params.get("kv_heads") or heads_per_q
+    window = workload.params.get("window") or 0
+
+    def kv(h):          # the K/V head a query head reads (GQA: groups of heads share one)
+        return (h // heads_per_q) * kv_heads + (h % heads_per_q) // (heads_per_q // kv_heads)
+
+    ref = np.stack([_attention_rows(q[h], k[kv(h)], v[kv(h)], r, causal, window) for h in heads])
+    return {"o": (np.ix_(heads, r, np.arange(d)), ref)}
+
+
+def _sample_flash_bwd(workload, inputs, rows, rng, force):
+    bh, n, d = inputs["q"].shape
+    if not (force or bh * n * n > BIG_FLASH_BWD):
+        return None
+    heads = _sample_heads(bh, rng)
+    r = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+    c = np.sort(rng.choice(n, size=min(rows, n), replace=False))
+    got = [_flash_bwd_rows({nm: inputs[nm][h] for nm in ("q", "k", "v", "o", "do", "lse")}, r, c,
+                           bool(workload.params.get("causal"))) for h in heads]
+    cols = np.arange(d)
+    return {"dq": (np.ix_(heads, r, cols), np.stack([g[0] for g in got])),
+            "dk": (np.ix_(heads, c, cols), np.stack([g[1] for g in got])),
+            "dv": (np.ix_(heads, c, cols), np.stack([g[2] for g in got]))}
+
+
+def _sample_decode(workload, inputs, rows, rng, force):
+    bkv, kv_len, d = inputs["k"].shape
+    cost = kv_len * (d + inputs["q"].shape[1])         # float64 values per pair: K, V and the scores
+    if not (force or bkv * cost > BIG_DECODE):
+        return None
+    # (batch, KV head) pairs, each one KV cache and its query tile; 2 when a pair is 32M values
+    pairs = _sample_heads(bkv, rng, max(2, min(SAMPLE_HEADS, (1 << 25) // cost)))
+    ref = workload.reference({nm: inputs[nm][pairs] for nm in ("q", "k", "v")})["o"]
+    return {"o": (np.ix_(pairs, np.arange(ref.shape[1]), np.arange(d)), ref)}
+
+
+def _sample_matmul(workload, inputs, rows, rng, force):
+    a, b = inputs["a"], inputs["b"]
+    m, kk = a.shape
+    n = b.shape[1]
+    if not (force or m * n * kk > BIG_MATMUL):
+        return None
+    r = np.sort(rng.choice(m, size=min(rows, m), replace=False))
+    ref = np.asarray(a[r], dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+    return {"c": (np.ix_(r, np.arange(n)), ref)}
+
+
+# the built-in kernels checked on samples when large (a user kernel is checked by its own reference)
+_SAMPLERS = {**{k: _sample_attention for k in SAMPLED_ATTENTION}, "attention_flash_bwd": _sample_flash_bwd,
+             "attention_decode": _sample_decode, "matmul": _sample_matmul}
 
 
 def check_outputs(workload, outputs: dict, inputs: dict, seed: int = 0) -> tuple:
@@ -313,23 +333,8 @@ def measure_point(kernel: str, params: dict, backend, seeds=SEEDS, reference: bo
     if not err <= rec["tolerance"]:
         rec.update(status="wrong-result", reason=f"max_rel_err {err:.3g} > {rec['tolerance']:g} ({how} check)")
         return rec
-    t2 = time.time()
-    runs = []      # the time of the second seed's inputs is in "time"
-    for seed in seeds:
-        try:
-            inp = inputs if seed == seeds[0] else point_inputs(wl, seed)
-            runs.append(backend.time(wl, inp))
-        except Exception as e:
-            rec.update(status="gpu-error", reason=f"timing: {error_text(e)}")
-            free_gpu_memory()
-            return rec
-    free_gpu_memory()
-    names = list(runs[0]["per_launch_us"])
-    rec["measured"] = {"total_us": [float(r["total_us"]) for r in runs],
-                       "per_launch_us": {nm: [float(r["per_launch_us"].get(nm, float("nan"))) for r in runs]
-                                         for nm in names},
-                       "launch_names": names, "seeds": list(seeds)}
-    rec["timings_s"]["time"] = round(time.time() - t2, 2)
+    if not _time_seeds(rec, wl, inputs, backend, seeds):
+        return rec
     if reference and kernel.startswith("attention"):
         t3 = time.time()
         try:
@@ -339,3 +344,25 @@ def measure_point(kernel: str, params: dict, backend, seeds=SEEDS, reference: bo
         rec["timings_s"]["reference"] = round(time.time() - t3, 2)
         free_gpu_memory()
     return rec
+
+
+def _time_seeds(rec: dict, wl, inputs: dict, backend, seeds) -> bool:
+    """Time ``wl`` on each seed's inputs into ``rec["measured"]``; False (``rec`` says why) on an error."""
+    t2 = time.time()
+    runs = []      # the time of the second seed's inputs is in "time"
+    for seed in seeds:
+        try:
+            inp = inputs if seed == seeds[0] else point_inputs(wl, seed)
+            runs.append(backend.time(wl, inp))
+        except Exception as e:
+            rec.update(status="gpu-error", reason=f"timing: {error_text(e)}")
+            free_gpu_memory()
+            return False
+    free_gpu_memory()
+    names = list(runs[0]["per_launch_us"])
+    rec["measured"] = {"total_us": [float(r["total_us"]) for r in runs],
+                       "per_launch_us": {nm: [float(r["per_launch_us"].get(nm, float("nan"))) for r in runs]
+                                         for nm in names},
+                       "launch_names": names, "seeds": list(seeds)}
+    rec["timings_s"]["time"] = round(time.time() - t2, 2)
+    return True
