@@ -291,6 +291,11 @@ def main(argv=None) -> int:
 
         suffix = tuple(a.sealed.split(",")) if a.sealed else SEALED
         rows = [r for r in load_rows(a.gpu) if suffix and r[0].endswith(suffix)]
+        seen = {(k, json.dumps(p, sort_keys=True)) for rs in train_rows(gpus).values() for _, _, k, p, _, _ in rs}
+        kept = [r for r in rows if (r[2], json.dumps(r[3], sort_keys=True)) not in seen]
+        print(f"judge: {len(kept)} sealed points ({len(rows) - len(kept)} left out: a training point has "
+              f"the same kernel and params)\n")
+        rows = kept
         judge(a.gpu, rows, load())
         return 0
     out = fit_all(gpus)
