@@ -101,9 +101,9 @@ def _prepare(job) -> dict:
     its outputs, pickled to one file that the timing process reads. attention_flash_bwd's inputs come
     from its forward pass on the GPU (``bwd_inputs``): the timing process draws them and the check runs
     later (``_late_check``). Never raises: errors go in the answer."""
-    item, tmp, compile_ = job
+    item, tmp, compile_, n = job
     rel, _, i, kernel, params = item
-    ans = {"key": [rel, i], "compile_s": 0.0, "prep_s": 0.0, "path": None, "error": ""}
+    ans = {"key": [rel, i], "n": n, "compile_s": 0.0, "prep_s": 0.0, "path": None, "error": ""}
     t0 = time.time()
     try:
         from gpusim import kernels
@@ -117,7 +117,7 @@ def _prepare(job) -> dict:
         if kernel != "attention_flash_bwd":
             inputs = numpy_exec.random_inputs(wl, 1)
             refs, how = sampled_reference(wl, inputs, force_sample=kernel in FORCE_SAMPLE)
-            path = Path(tmp) / f"{len(rel)}_{abs(hash(rel))}_{i}.pkl"
+            path = Path(tmp) / f"{n}.pkl"
             with open(path, "wb") as f:
                 pickle.dump((inputs, refs, how), f, protocol=pickle.HIGHEST_PROTOCOL)
             ans["path"] = str(path)
@@ -127,25 +127,17 @@ def _prepare(job) -> dict:
     return ans
 
 
-def _errors(refs: dict, outs: dict) -> float:
-    import numpy as np
-
-    from gpusim.backends import numpy_exec
-
-    return max((numpy_exec.max_rel_err(np.asarray(outs[n])[idx], ref) for n, (idx, ref) in refs.items()), default=0.0)
-
-
 def _late_check(job) -> tuple:
     """In a worker: (worst max_rel_err, "full" | "sampled") of outputs the timing process pickled."""
     path, kernel, params = job
     try:
         from gpusim import kernels
-        from gpusim.hw.validate.measure import sampled_reference
+        from gpusim.hw.validate.measure import reference_error, sampled_reference
 
         with open(path, "rb") as f:
             inputs, outs = pickle.load(f)
         refs, how = sampled_reference(kernels.build(kernel, params), inputs, force_sample=kernel in FORCE_SAMPLE)
-        return _errors(refs, outs), how, ""
+        return reference_error(refs, outs), how, ""
     except Exception as e:
         return None, None, f"{type(e).__name__}: {str(e)[:200]}"
     finally:
@@ -188,7 +180,7 @@ def _run_on_cpu(wl, inputs: dict, names) -> tuple:
 def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
     """(record, late-check job or None) of one prepared point."""
     from gpusim import kernels
-    from gpusim.hw.validate.measure import free_gpu_memory, tolerance
+    from gpusim.hw.validate.measure import free_gpu_memory, reference_error, tolerance
 
     rel, kind, i, kernel, params = item
     rec = {"scenario": rel, "set": kind, "point": i, "kernel": kernel, "params": params, **env,
@@ -206,7 +198,7 @@ def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
 
             inputs = numpy_exec.random_inputs(wl, 1) if cpu else bwd_inputs(wl)
             outs, us = run(wl, inputs, list(wl.outputs))
-            path = Path(tmp) / f"late_{len(rel)}_{abs(hash(rel))}_{i}.pkl"
+            path = Path(tmp) / f"late_{prep['n']}.pkl"
             with open(path, "wb") as f:
                 pickle.dump((inputs, outs), f, protocol=pickle.HIGHEST_PROTOCOL)
             rec["measured_us"], late = us, (str(path), kernel, params)
@@ -216,7 +208,7 @@ def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
             Path(prep["path"]).unlink(missing_ok=True)
             outs, us = run(wl, inputs, list(refs))
             rec["measured_us"] = us
-            _set_check(rec, _errors(refs, outs), how, "")
+            _set_check(rec, reference_error(refs, outs), how, "")
     except Exception as e:
         rec.update(status="gpu-error", reason=f"{type(e).__name__}: {str(e)[:300]}")
         rec.pop("measured_us", None)
@@ -267,14 +259,15 @@ class Recorder:
         self.pool = mp.get_context("spawn").Pool(jobs)
         self.pending, self.late = [], []
         self.env = environment(cpu)
-        self.n = self.n_ok = 0
+        self.n = self.n_ok = self.n_sent = 0
 
     def _top_up(self):
         while len(self.pending) < self.ahead:
             item = next(self.items, None)
             if item is None:
                 return
-            job = (item, self.tmp, not self.cpu)
+            job = (item, self.tmp, not self.cpu, self.n_sent)
+            self.n_sent += 1
             self.pending.append((item, self.pool.apply_async(_prepare, (job,))))
 
     def _write(self, f, rec):

@@ -165,13 +165,16 @@ _SAMPLERS = {**{k: _sample_attention for k in SAMPLED_ATTENTION}, "attention_fla
              "attention_decode": _sample_decode, "matmul": _sample_matmul}
 
 
+def reference_error(refs: dict, outputs: dict) -> float:
+    """Worst max_rel_err of ``outputs`` against ``sampled_reference``'s ``refs``."""
+    return max((numpy_exec.max_rel_err(np.asarray(outputs[name])[idx], ref) for name, (idx, ref) in refs.items()),
+               default=0.0)
+
+
 def check_outputs(workload, outputs: dict, inputs: dict, seed: int = 0) -> tuple:
     """(worst max_rel_err over the outputs, "full" | "sampled")."""
     refs, how = sampled_reference(workload, inputs, seed=seed)
-    err = 0.0
-    for name, (idx, ref) in refs.items():
-        err = max(err, numpy_exec.max_rel_err(np.asarray(outputs[name])[idx], ref))
-    return err, how
+    return reference_error(refs, outputs), how
 
 
 class TritonCudaBackend:
