@@ -9,7 +9,11 @@ configs, so grouped cross-validation by scenario holds whole shapes out. Points 
 spills are kept.
 
 usage: python benchmarks/calib_sample.py --round 23 [--seed 23] [--train-per-family 240] [--heldout-per-family 30]
-                                         [--heldout-only]
+                                         [--heldout-only | --train-only] [--weights matmul=3,gemv=2] [--sweep-share 0.5]
+
+``--weights`` multiplies a family's training points (where the model misses most); ``--sweep-share``
+makes that share of training scenarios one-shape tile sweeps (what tile picks are judged on).
+``--train-only`` leaves the sealed held-out files of the round alone (use another ``--seed``).
 """
 from __future__ import annotations
 
@@ -172,10 +176,21 @@ def feasible(kernel: str, params: dict, cfgs) -> bool:
     return True
 
 
-def cluster(rng, family: str, n_points: int, cfgs, sweep_one: bool = False) -> tuple:
-    """(kernel, [params]) of one scenario: a few shapes, several tile configs each."""
+def scenario_points(path: Path) -> list:
+    """(kernel, sorted params) of every point of one scenario file written by ``scenario_yaml``."""
+    doc = yaml.safe_load(path.read_text())
+    zipped = (doc.get("sweep") or {}).get("zip") or {}
+    n = len(next(iter(zipped.values()))) if zipped else 1
+    return [(doc["kernel"], tuple(sorted({**doc.get("params", {}), **{k: v[i] for k, v in zipped.items()}}.items())))
+            for i in range(n)]
+
+
+def cluster(rng, family: str, n_points: int, cfgs, sweep_one: bool = False, exclude: frozenset = frozenset()) -> tuple:
+    """(kernel, [params]) of one scenario: a few shapes, several tile configs each, none in ``exclude``
+    ((kernel, sorted params) pairs: the round's sealed points)."""
     kernel, shape_fn, tile_fn = FAMILIES[family][int(rng.integers(len(FAMILIES[family])))]
-    pts, seen, tries = [], set(), 0
+    pts, tries = [], 0
+    seen = {key for k, key in exclude if k == kernel}
     shapes_wanted = 1 if sweep_one else max(2, n_points // 8)
     while len(pts) < n_points and tries < 400:
         tries += 1
@@ -219,20 +234,31 @@ def main(argv=None) -> int:
     ap.add_argument("--heldout-per-family", type=int, default=30)
     ap.add_argument("--per-scenario", type=int, default=24)
     ap.add_argument("--heldout-only", action="store_true", help="write only the sealed held-out scenarios")
+    ap.add_argument("--train-only", action="store_true", help="write only training scenarios")
+    ap.add_argument("--weights", default="", help="family=factor,... on the training points per family")
+    ap.add_argument("--sweep-share", type=float, default=0.0, help="share of training scenarios that sweep one shape's tiles")
     a = ap.parse_args(argv)
+    weights = {k: float(v) for k, v in (kv.split("=") for kv in a.weights.split(",") if kv)}
+    unknown = set(weights) - set(FAMILIES)
+    if unknown:
+        ap.error(f"--weights: unknown families {sorted(unknown)}; allowed: {', '.join(FAMILIES)}")
     rng = np.random.default_rng(a.seed if a.seed is not None else a.round)
     cfgs = [load_gpu(g) for g in ("h100", "h200")]
     train_dir, held_dir = ROOT / "scenarios" / "calibration", ROOT / "scenarios" / "validation" / "heldout"
     train_dir.mkdir(parents=True, exist_ok=True)
+    sealed = frozenset(pt for f in held_dir.glob(f"*_round{a.round}.yaml") for pt in scenario_points(f)) \
+        if a.train_only else frozenset()
     counts = {}
     for family in FAMILIES:
         share = FAMILY_SHARE.get(family, 1.0)
+        share *= weights.get(family, 1.0)
         n_train, n_held = int(a.train_per_family * share), max(8, int(a.heldout_per_family * share))
         n_train = 0 if a.heldout_only else n_train
         made = 0
         i = 0
         while made < n_train:
-            kernel, pts = cluster(rng, family, min(a.per_scenario, n_train - made), cfgs)
+            kernel, pts = cluster(rng, family, min(a.per_scenario, n_train - made), cfgs,
+                                  sweep_one=bool(rng.random() < a.sweep_share), exclude=sealed)
             if not pts:
                 continue
             name = f"{family}_r{a.round}_{i:02d}"
@@ -243,7 +269,7 @@ def main(argv=None) -> int:
             i += 1
         # held out: one random cluster and one tile sweep of a single shape per family
         held = 0
-        for j, sweep in enumerate((False, True)):
+        for j, sweep in enumerate(() if a.train_only else (False, True)):
             kernel, pts = cluster(rng, family, n_held // 2 + (n_held % 2 if j else 0), cfgs, sweep_one=sweep)
             name = f"{family}_{'tiles' if sweep else 'shapes'}_round{a.round}"
             (held_dir / f"{name}.yaml").write_text(scenario_yaml(
