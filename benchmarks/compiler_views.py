@@ -33,9 +33,9 @@ def times(scenario: str, mode: str, jobs: int, tmp: Path) -> dict:
     subprocess.run([sys.executable, "-m", "gpusim", "run", scenario, "--out", str(out), "--jobs", str(jobs),
                     "--no-plots", "--force"], env=env, check=True, capture_output=True, cwd=ROOT)
     rows = list(csv.DictReader(open(out / "results.csv")))
-    skip = {"status", "reason", "time_us", "compiler", "resources"}
-    key = [c for c in rows[0] if c in ("gpu", "kernel") or c not in skip and not c[0].isdigit()][:12]
-    return {tuple(r[c] for c in key[:8]): (float(r["time_us"]), r["compiler"]) for r in rows if r["status"] == "ok"}
+    cols = list(rows[0])
+    key = cols[:cols.index("status")]     # the point's parameters come before its results
+    return {tuple(r[c] for c in key): (float(r["time_us"]), r["compiler"]) for r in rows if r["status"] == "ok"}
 
 
 def main(argv=None) -> int:

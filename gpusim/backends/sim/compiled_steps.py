@@ -2,7 +2,8 @@
 body's issue and SFU cycles (``issue.py``) and given its dependent-chain cycles as their least time
 (``warp.py``), its tensor steps scaled by the work the compiler duplicates (``duplication.py``), its
 spill traffic set (``spills.py``), all per ``unroll.py`` iterations; the straight-line code's
-dependent-chain cycles shared among the SIMT steps outside loops. Each mechanism's module says
+dependent-chain cycles (the compiled body's, else ``straight_estimate.py``'s from the DSL ops)
+shared among the SIMT steps outside loops. Each mechanism's module says
 what it models, how it was measured and what it earns; this module only puts them on the steps."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .duplication import tensor_duplication
 from .issue import body_mixes, loop_issue_cycles
 from .spills import loop_spill_bytes_per_thread, spill_bytes_per_iteration
 from .unroll import unroll_factor
+from .straight_estimate import estimated_straight_cycles
 from .warp import loop_latency_cycles, straight_cycles
 
 
@@ -105,7 +107,9 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
                         spill_store_bytes=spill_st[i])
         out.append(s)
     steps = tuple(out)
-    return _straight_latency(steps, straight_cycles(compiled, program.num_warps, cfg))
+    straight = (straight_cycles(compiled, program.num_warps, cfg) if compiled is not None
+                else estimated_straight_cycles(program, cfg))
+    return _straight_latency(steps, straight)
 
 
 def _straight_latency(steps: tuple, latency: float) -> tuple:

@@ -182,11 +182,11 @@ def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None
     bodies = getattr(compiled, "loop_bodies", None)
     if not bodies or not cfg.dependent_latency_cycles:
         return None
-    return [iteration_cycles(b, cfg.dependent_latency_cycles, _scoreboard_rates(cfg), num_warps,
+    return [iteration_cycles(b, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
                              int(cfg.warp_issue_per_clk_per_sm)) for b in bodies]
 
 
-def _scoreboard_rates(cfg: GPUConfig) -> dict:
+def scoreboard_rates(cfg: GPUConfig) -> dict:
     """The SM-wide throughput units the warp scoreboard shares among its schedulers."""
     return {"mufu": cfg.sfu_ops_per_clk_per_sm, "shfl": cfg.shuffle_lanes_per_clk_per_sm,
             "shared": cfg.shared_bytes_per_clk_per_sm}
@@ -200,5 +200,5 @@ def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
     body = getattr(compiled, "straight_body", None)
     if not body or not cfg.dependent_latency_cycles:
         return 0.0
-    return pass_cycles(body, cfg.dependent_latency_cycles, _scoreboard_rates(cfg), num_warps,
+    return pass_cycles(body, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
                        int(cfg.warp_issue_per_clk_per_sm))
