@@ -131,7 +131,7 @@ class LaunchSim(SampledLaunch, PipelinedLoops):
             self.progress += 1
             if len(self.completions) in self._snap_at:
                 self._snap.append((self.now, self.progress, self.counters.freeze(), self.cta_counters.freeze()))
-            if self.stop is not None and self._snap and self._least_cycles() > self.stop:
+            if self.stop is not None and self._least_cycles() > self.stop:
                 raise time_limit.stop()
             if self.timeline:
                 self.events.append(CTAEvent(sm_id, slot, cid, t0, self.now))

@@ -18,9 +18,9 @@ from dataclasses import replace
 import numpy as np
 
 from ...dsl import analysis
-from . import footprint
+from . import footprint, time_limit
 from .stats import Counters
-from .steps import arithmetic
+from .steps import TensorStep, arithmetic
 
 HEAD_WAVES = 4        # waves simulated from the start of a sampled launch (see SampledLaunch._plan)
 SAMPLE_ABOVE_WAVES = 8  # launches of more waves than this are sampled
@@ -93,21 +93,51 @@ class SampledLaunch:
                        dram_write_bytes=skipped.dram_write_bytes if writes is None else float(writes))
 
     def _least_cycles(self) -> float:
-        """The fewest cycles a sampled launch can take, from the end of wave 1 on (its first
-        snapshot taken): ``now`` (every simulated CTA ends no earlier) plus the skipped middle at
-        the steady window's rate (one of the terms ``_extrapolate`` takes the largest of). Before
-        the window ends only head CTAs have run, so the window's work is at most what the head
-        has left after its start, over more than ``now - t_a`` cycles: a rate no higher than that."""
+        """The fewest cycles the launch can take, from what it has simulated so far: ``now`` (every
+        simulated CTA ends no earlier), plus the least time its CTAs not yet dispatched hold the
+        tensor pipes, plus, for a sampled launch, the skipped middle at the steady window's rate
+        (one of the terms ``_extrapolate`` takes the largest of) or at a rate no window can exceed.
+        Once the window has ended its rate is known. Before it ends only head CTAs have run, so
+        its work is at most what the head has left after its start, over more than ``now - t_a``
+        cycles; and its rate is at most what the tensor pipes allow over a window at least that
+        long (``time_limit.work_cap``), which also holds before the window starts."""
         if not hasattr(self, "_works"):
-            head = self.order[:HEAD_WAVES * self.slots]
-            self._works = (sum(self._work(c) for c in head),
-                           self.n_ctas + sum(self._trip_totals()) - sum(self._work(c) for c in self.order))
+            self._least_setup()
         head_work, skipped = self._works
-        t_a, p_a = self._snap[0][:2]
-        t_b, p_b = self._snap[1][:2] if len(self._snap) > 1 else (self.now, head_work)
-        if t_b <= t_a or p_b <= p_a:
-            return self.now
-        return self.now + skipped * (t_b - t_a) / (p_b - p_a)
+        least = self.now + self._rest_cycles()
+        if not self._snap_at or skipped <= 0:
+            return least
+        if len(self._snap) > 1:
+            (t_a, p_a), (t_b, p_b) = self._snap[0][:2], self._snap[1][:2]
+            return least + skipped * (t_b - t_a) / (p_b - p_a) if t_b > t_a and p_b > p_a else least
+        rate, span = math.inf, 0.0
+        if self._snap:
+            t_a, p_a = self._snap[0][:2]
+            span = self.now - t_a
+            if span > 0:
+                rate = (head_work - p_a) / span
+        if self._cap is not None:
+            rate = min(rate, self._cap[0] + self._cap[1] / max(self._cap[2], span))
+        return least + skipped / rate if 0 < rate < math.inf else least
+
+    def _least_setup(self):
+        """The per-launch terms of ``_least_cycles``: the head's work, the skipped work, the tensor
+        pipes' cap on the window (``time_limit.work_cap``: the window's CTAs are head CTAs, as
+        the tail starts when it ends) and the least tensor cycles of any CTA."""
+        trips = [self._trips(self._pid(c)) for c in self.order]
+        head = trips[:HEAD_WAVES * self.slots]
+        self._works = (len(head) + sum(head), self.n_ctas + sum(self._trip_totals()) - len(trips) - sum(trips))
+        tensor = [sum(s.cycles for s in d.body if isinstance(s, TensorStep)) for d in self.loops]
+        self._cap = time_limit.work_cap(tensor, min(head), self.cfg.sm_count, -(-self.slots // self.cfg.sm_count),
+                                        self.group)
+        self._cta_cycles = min(trips) * min(tensor) if tensor else 0.0
+
+    def _rest_cycles(self) -> float:
+        """The least cycles from ``now`` to the end of the CTAs not yet dispatched (at least all
+        but those completed and one per slot): each holds its SM's tensor pipe for at least
+        ``_cta_cycles``, each hold starting no earlier than now, on ``sm_count`` pipes."""
+        waiting = len(self.order) - len(self.completions) - self.slots
+        return waiting * self._cta_cycles / self.cfg.sm_count if waiting > 0 else 0.0
 
     def _extrapolate(self, order, end, sim_work, counters):
         """(extra cycles, counter scale, counters with the skipped middle) of a sampled launch."""
