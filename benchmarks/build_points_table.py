@@ -96,10 +96,12 @@ GPU_OF_DEVICE = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 
 
 def recorder_rows(data: Path) -> list:
-    """Rows of every ``data/<gpu>/recorded/*.jsonl.gz`` (benchmarks/record_points.py's output)."""
+    """Rows of every ``data/<gpu>/recorded/*.jsonl.gz`` (benchmarks/record_points.py's output). A point
+    recorded more than once on one GPU is one row: the mean of its times, their spread (max - min, in
+    % of the mean) in ``measured_spread_pct``."""
     import gzip
 
-    out = []
+    out, seen = [], {}
     for f in sorted(data.glob("*/recorded/*.jsonl.gz")):
         with gzip.open(f, "rt") as fh:
             for line in fh:
@@ -115,6 +117,19 @@ def recorder_rows(data: Path) -> list:
                             "timing_method": r["timing_method"], "triton": r["triton"], "torch": r["torch"],
                             "cuda": r["cuda"], "recorded_at": r["recorded_at"], "status": r["status"],
                             "check": r.get("check"), "max_rel_err": r.get("max_rel_err"), "tolerance": r.get("tolerance")})
+                key = (r["scenario"], r["point"], gpu)
+                if key in seen:
+                    seen[key].append(out.pop())
+                else:
+                    seen[key] = [out[-1]]
+    for rows in seen.values():
+        times = [x["measured_us"] for x in rows if x["status"] == "ok" and x["measured_us"]]
+        if len(rows) > 1 and len(times) == len(rows):
+            mean = sum(times) / len(times)
+            rows[0]["measured_us"] = mean
+            rows[0]["measured_spread_pct"] = 100.0 * (max(times) - min(times)) / mean
+        elif len(rows) > 1:
+            rows[0].update(status="mixed", measured_us=None)    # recorded more than once, not ok every time
     return out
 
 

@@ -18,7 +18,8 @@ import dataclasses
 import math
 
 LIMITERS = ("registers", "sram", "warps", "ctas")
-STRUCTURE = ("num_warps", "num_stages", "spills", "launches", "elem_bytes", "log2_align_bytes", "log2_elems_per_thread")
+STRUCTURE = ("num_warps", "num_stages", "spills", "launches", "elem_bytes", "log2_align_bytes", "log2_elems_per_thread",
+             "log2_accesses_per_thread", "log2_registers", "log2_acc_per_thread")
 FEATURES = ("u_pipe", "u_dram", "u_l2", "u_sms", "tensor_busy", "vector_busy", "sfu_busy", "l2_hit", "log2_waves",
             "tail", "ctas_per_sm", "log2_ai_over_ridge", "log10_cycles", "clock_ratio", "sampled_share",
             *(f"limiter_{x}" for x in LIMITERS), "log2_ridge", "hbm_over_l2", *STRUCTURE)
@@ -26,23 +27,30 @@ ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4m3": 1, "fp8e5m2": 1, "fp8"
 
 
 def workload_structure(workload) -> dict:
-    """Two numbers of a built workload no GPU resource changes: ``align_bytes``, the largest power
-    of two (up to 16) dividing every HBM tensor's contiguous row in bytes (what Triton can prove
-    aligned, and so how wide it loads), and ``elems_per_thread``, the most tile elements one launch
-    loads or stores per thread (how much work, and how many registers, each thread carries)."""
+    """Numbers of a built workload no GPU resource changes: ``align_bytes``, the largest power of
+    two (up to 16) dividing every HBM tensor's contiguous row in bytes (what Triton can prove
+    aligned, and so how wide it loads); ``elems_per_thread``, the most tile elements one launch
+    loads or stores per thread (how much work each thread carries); ``registers``, the most
+    registers per thread any launch needs by the analytic estimate (uncapped: over 255 it spills);
+    ``acc_per_thread``, the most ``dot`` accumulator elements per thread (a GEMM tile's register
+    pressure)."""
+    from ..backends.sim.cost import cta_resources
     from ..dsl import ir
 
     align = 16
     for t in workload.tensors.values():
         row = (t.shape[-1] if t.shape else 1) * ir.DTYPE_BYTES[t.dtype]
         align = min(align, row & -row if row else 16)
-    per_thread = 1.0
+    per_thread, registers, acc = 1.0, 1, 1.0
     for launch in workload.launches:
         prog = launch.program
+        ops = list(ir.walk(prog.body))
         elems = sum(op.out.numel if isinstance(op, ir.Load) else op.value.numel
-                    for op in ir.walk(prog.body) if isinstance(op, (ir.Load, ir.Store)))
+                    for op in ops if isinstance(op, (ir.Load, ir.Store)))
         per_thread = max(per_thread, elems / (32 * prog.num_warps))
-    return {"align_bytes": align, "elems_per_thread": per_thread}
+        registers = max(registers, cta_resources(prog).registers_per_thread)
+        acc = max([acc] + [op.out.numel / (32 * prog.num_warps) for op in ops if isinstance(op, ir.Dot)])
+    return {"align_bytes": align, "elems_per_thread": per_thread, "registers": registers, "acc_per_thread": acc}
 
 
 def breakdown(r, workload=None) -> dict:
@@ -97,11 +105,15 @@ def features(b: dict, params: dict) -> dict:
 
 
 def structure(params: dict, ks: list, ws: dict) -> dict:
-    """The features no GPU resource changes (``ws``: ``workload_structure``)."""
+    """The features no GPU resource changes (``ws``: ``workload_structure``); accesses per thread: the
+    elements it moves over the elements one aligned access can carry."""
+    elem = ELEM_BYTES.get(str(params.get("dtype", "fp16")), 2)
     return {"num_warps": float(params.get("num_warps", 4)), "num_stages": float(params.get("num_stages", 1)),
             "spills": float(any(k.get("spills") for k in ks)), "launches": float(len(ks)),
-            "elem_bytes": float(ELEM_BYTES.get(str(params.get("dtype", "fp16")), 2)),
-            "log2_align_bytes": math.log2(ws["align_bytes"]), "log2_elems_per_thread": math.log2(ws["elems_per_thread"])}
+            "elem_bytes": float(elem),
+            "log2_align_bytes": math.log2(ws["align_bytes"]), "log2_elems_per_thread": math.log2(ws["elems_per_thread"]),
+            "log2_accesses_per_thread": math.log2(ws["elems_per_thread"] * elem / ws["align_bytes"]),
+            "log2_registers": math.log2(max(1, ws["registers"])), "log2_acc_per_thread": math.log2(ws["acc_per_thread"])}
 
 
 def vector(f: dict, names) -> list:

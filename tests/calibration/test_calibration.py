@@ -135,6 +135,17 @@ def test_structure_sees_alignment_and_work_per_thread():
     assert odd["elems_per_thread"] == 4 * even["elems_per_thread"] == 64
 
 
+def test_structure_sees_register_pressure():
+    small = F.workload_structure(gpusim.kernels.build("matmul", {"M": 512, "N": 512, "K": 512, "BLOCK_M": 64,
+                                                                 "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}))
+    big = F.workload_structure(gpusim.kernels.build("matmul", {"M": 512, "N": 512, "K": 512, "BLOCK_M": 256,
+                                                               "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 4}))
+    assert big["acc_per_thread"] == 16 * small["acc_per_thread"] == 512     # 256x256 fp32 over 128 threads
+    assert small["registers"] < 255 < big["registers"]                     # the big tile spills
+    ew = F.workload_structure(gpusim.kernels.build("elementwise_fused", {"n": 1024, "BLOCK": 1024, "num_warps": 4}))
+    assert ew["acc_per_thread"] == 1.0 and ew["registers"] >= 1
+
+
 def test_bad_mode_is_one_line():
     with pytest.raises(ValueError, match="calibration must be .on., .off. or .transferred."):
         gpusim.simulate("rmsnorm", "h100", calibration="maybe", rows=8, cols=64)

@@ -72,3 +72,20 @@ def test_headline_table_counts_every_recorded_and_held_out_point():
         n = est[(est["set"] == tag)].dropna(subset=["stored_error_pct"]).shape[0]
         assert f"| {tag} | **all** | {n} |" in text
     assert text in (ROOT / "docs" / "validation.md").read_text()      # the docs show this output
+
+
+def test_a_point_recorded_twice_is_one_row_with_the_mean_and_spread(tmp_path):
+    import gzip
+
+    rec = {"scenario": "scenarios/calibration/x_r25_00.yaml", "set": "train", "point": 3, "kernel": "matmul",
+           "params": {"M": 64, "dtype": "fp16"}, "device": "NVIDIA H100 80GB HBM3", "timing_method": "do_bench",
+           "triton": "3.6.0", "torch": "2", "cuda": "13", "recorded_at": "t", "status": "ok", "check": "sampled",
+           "max_rel_err": 0.0, "tolerance": 0.02}
+    (tmp_path / "h100" / "recorded").mkdir(parents=True)
+    for i, t in enumerate((10.0, 12.0)):
+        with gzip.open(tmp_path / "h100" / "recorded" / f"c{i}.jsonl.gz", "wt") as fh:
+            fh.write(json.dumps(dict(rec, measured_us=t)) + "\n" + json.dumps(dict(rec, point=4, measured_us=5.0)) + "\n")
+    rows = {r["point"]: r for r in build_points_table.recorder_rows(tmp_path)}
+    assert len(rows) == 2
+    assert rows[3]["measured_us"] == 11.0 and abs(rows[3]["measured_spread_pct"] - 100 * 2 / 11) < 1e-9
+    assert rows[4]["measured_us"] == 5.0 and rows[4]["measured_spread_pct"] == 100 * 0.0 / 5.0
