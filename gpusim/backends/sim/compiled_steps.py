@@ -28,8 +28,19 @@ def _simt_shares(loops: list) -> list:
     return [x / tot for x in t] if tot else [1.0 / len(loops)] * len(loops)
 
 
+def estimated_duplication(loops: list) -> float:
+    """Without the compiled kernel, ``duplication.tensor_duplication``'s factor from the tile program:
+    the MMA work the loops issue (each tensor step's FLOPs times its ``est_dup``,
+    ``cost.mma_duplication``) over the work their tiles hold, the loops together, >= 1."""
+    from .steps import TensorStep
+
+    steps = [b for s in loops for b in s.body if isinstance(b, TensorStep)]
+    tile = sum(b.flops for b in steps)
+    return max(1.0, sum(b.flops * b.est_dup for b in steps) / tile) if tile else 1.0
+
+
 def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
-    """A loop body with its tensor steps scaled by ``dup`` (None: each step's analytic ``est_dup``),
+    """A loop body with its tensor steps scaled by ``dup`` (None: each step's own ``est_dup``),
     its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
     lowered), and ``latency`` (the compiled body's dependent-chain cycles) shared among its SIMT
     steps, in proportion to their pipe time, as the least time they take."""
@@ -60,7 +71,8 @@ def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> 
 def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
     """The step list with each loop's SIMT steps raised to its compiled body's issue and SFU
     cycles and given its dependent-chain cycles as their least time, its tensor steps scaled by the
-    work the compiler duplicates across warpgroups, and its spill traffic set; the compiled loops'
+    work the compiler duplicates across warps (without the compiled kernel, the same factor from
+    the warp tiling, ``estimated_duplication``), and its spill traffic set; the compiled loops'
     counts are per ``unroll_factor`` iterations. Each loop takes its own body's counts
     (``body_mixes``); when the bodies are unknown, the loops' summed counts are shared among them
     in proportion to their SIMT time."""
@@ -92,7 +104,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
     else:
         from .cost import cta_resources
 
-        unroll, dup = 1, None       # dup None: each tensor step's own estimate
+        unroll, dup = 1, estimated_duplication(loops)
         est = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                         cfg.max_registers_per_thread)
         issue = [None] * len(loops)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...compiler import ESTIMATE, CompilerView, registers, view_of
-from ...compiler.layouts import blocked_split
+from ...compiler.layouts import Graph, blocked_split, ceil_div, dot_layouts
 from ...compiler.sass_mix import MATH, fma_dot_issue
 from ...dsl.dtypes import dot_mode
 from ...hardware import GPUConfig
@@ -218,14 +218,24 @@ def _does_not_fit(limiter: str, cfg: GPUConfig, sram: int, regs: int, threads: i
 WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup
 
 
-def wgmma_duplication(rows: int, num_warps: int, cfg: GPUConfig) -> float:
-    """Without the compiled kernel: how many times Triton computes the first dot of a chain (whose
-    result feeds the next dot's A operand) on a Hopper GPU, where a wgmma covers 64 rows: with
-    more warpgroups than 64-row groups the extra ones split the columns and each recomputes the
-    whole first dot. Matches the compiled SASS of the flash kernels (x2 for 64 rows on 8 warps,
-    none for 128 rows on 8 or for fewer than 64 rows, which use mma.sync). 1 elsewhere (Ampere:
-    not measured)."""
-    if (cfg.compute_capability or 0) < 90 or num_warps % 4 or rows < WGMMA_ROWS:
-        return 1.0
-    groups = num_warps // 4
-    return groups / max(1, min(groups, rows // WGMMA_ROWS))
+def mma_duplication(program: ir.Program, arch: int) -> dict:
+    """Without the compiled kernel: {dot output id: MMA work the CTA's warps issue / the tile's},
+    from the warp tiling Triton picks for each dot (``layouts.dot_layouts``). A warp's mma.sync
+    ("v2") covers at least 16 rows x 8 columns and a warpgroup's wgmma ("v3") at least 64 rows, so
+    warps beyond what the tile has of those repeat the same block: a 16 x 16 score tile on 4 warps
+    tiled (1, 4) computes each 16 x 8 block twice; a chained 64-row wgmma on 8 warps (8, 1), whose
+    two warpgroups each need the 64 rows, computes the whole dot twice. This is what the compiled
+    loops' HMMA/HGMMA shapes show (``duplication.tensor_duplication``). FMA dots: 1."""
+    lay = dot_layouts(Graph(program), arch)
+    out = {}
+    for d in (o for o in ir.walk(program.body) if isinstance(o, ir.Dot)):
+        (kind, wm, wn), (m, n) = lay[id(d)], d.out.shape
+        if kind == "fma":
+            out[d.out.id] = 1.0
+            continue
+        groups, rows = (max(1, wm // 4), WGMMA_ROWS) if kind == "v3" else (wm, 16)
+        issued_m = groups * ceil_div(m, rows * groups) * rows
+        issued_n = wn * ceil_div(n, 8 * wn) * 8
+        out[d.out.id] = max(1.0, issued_m * issued_n / float(m * n))
+    return out
+

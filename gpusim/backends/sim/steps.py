@@ -62,7 +62,7 @@ class OpStep:
 class TensorStep:
     cycles: float
     flops: float
-    est_dup: float = 1.0    # without the compiled kernel: times the compiler repeats this dot (cost.wgmma_duplication)
+    est_dup: float = 1.0    # without the compiled kernel: times the compiler repeats this dot (cost.mma_duplication)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +123,11 @@ def lower(ops, shared: set, loads: list) -> list:
     return steps
 
 
-def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = frozenset(),
+def attach_costs(steps, cfg: GPUConfig, num_warps: int, dup: dict | None = None,
                  fused: frozenset = frozenset()) -> tuple:
-    """Merge consecutive compute ops into pipe steps with cycle costs. ``chained``: ids of dot
-    outputs that feed another dot's A operand (their ``est_dup`` is ``cost.wgmma_duplication``);
-    ``fused``: ids of the adds the compiler contracts with their multiply into one FMA
+    """Merge consecutive compute ops into pipe steps with cycle costs. ``dup``: {dot output id:
+    times the compiler issues that dot's MMA work} (``cost.mma_duplication``; the ``est_dup`` of
+    its step, 1 when absent); ``fused``: ids of the adds the compiler contracts with their multiply into one FMA
     (``analysis.fma_contractions``), which issue nothing beyond the multiply's cost."""
     out = []
     simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
@@ -142,9 +142,7 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = fro
                 if simt:
                     out.append(SimtStep(*simt))
                     simt = None
-                dup = (cost.wgmma_duplication(s.op.out.shape[0], num_warps, cfg)
-                       if isinstance(s.op, ir.Dot) and s.op.out.id in chained else 1.0)
-                out.append(TensorStep(c.tensor_cycles, c.tensor_flops, dup))
+                out.append(TensorStep(c.tensor_cycles, c.tensor_flops, (dup or {}).get(s.op.out.id, 1.0)))
             elif c.simt_cycles or c.sfu_cycles:
                 if simt is None:
                     simt = [0.0, 0.0, 0.0, 0.0]
@@ -158,7 +156,7 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int, chained: frozenset = fro
             simt = None
         if isinstance(s, LoopStep):
             out.append(LoopStep(s.start, s.end, s.step, s.stages, s.var, s.loads,
-                                attach_costs(s.body, cfg, num_warps, chained, fused)))
+                                attach_costs(s.body, cfg, num_warps, dup, fused)))
         else:
             out.append(s)
     if simt:
@@ -170,7 +168,7 @@ def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
     """(steps, loads) of a program on ``cfg``: the costed step list and every LoadDesc by idx."""
     loads: list = []
     raw = lower(program.body, analysis.feeds_dot(program), loads)
-    return attach_costs(raw, cfg, program.num_warps, frozenset(analysis.chained_dot_outputs(program)),
+    return attach_costs(raw, cfg, program.num_warps, cost.mma_duplication(program, cfg.compute_capability or 90),
                         analysis.fma_contractions(program)), tuple(loads)
 
 

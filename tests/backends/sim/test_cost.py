@@ -98,18 +98,43 @@ def test_occupancy_closed_form():
     assert (occ.ctas_per_sm, occ.limiter) == (1, "sram")
 
 
-def test_wgmma_duplication_rule():
-    """Without the compiled kernel, the first dot of a chain on Hopper is charged as many times as
-    Triton computes it: x2 for a 64-row tile on 8 warps (two warpgroups, one 64-row group), none
-    for 128 rows on 8 warps, for 4 warps, below 64 rows (mma.sync) or on Ampere."""
-    from gpusim.backends.sim.cost import wgmma_duplication
+def _flash_dup(arch=90, **p):
+    """[est_dup of each dot] of a flash forward tile program, in program order."""
+    prog = kernels.build("attention_flash", dict(batch=1, heads=1, seq_len=256, **p)).launches[0].program
+    dup = cost.mma_duplication(prog, arch)
+    return [dup[d.out.id] for d in ir.walk(prog.body) if isinstance(d, ir.Dot)]
 
-    h200, a100 = load_gpu("h200"), load_gpu("a100")
-    assert wgmma_duplication(64, 8, h200) == 2.0
-    assert wgmma_duplication(64, 16, h200) == 4.0
-    assert wgmma_duplication(128, 8, h200) == 1.0 and wgmma_duplication(128, 16, h200) == 2.0
-    assert wgmma_duplication(64, 4, h200) == 1.0 and wgmma_duplication(32, 8, h200) == 1.0
-    assert wgmma_duplication(64, 8, a100) == 1.0
+
+def test_mma_duplication_of_wgmma_chains():
+    """A chained 64-row wgmma on more warpgroups than 64-row groups is computed by each: x2 for a
+    64-row tile on 8 warps, x4 on 16, none for 128 rows on 8 warps or for 4 warps; the P V dot
+    splits its columns and repeats nothing."""
+    d = dict(head_dim=64, BLOCK_N=64)
+    assert _flash_dup(BLOCK_M=64, num_warps=8, **d) == [2.0, 1.0]
+    assert _flash_dup(BLOCK_M=64, num_warps=16, **d) == [4.0, 1.0]
+    assert _flash_dup(BLOCK_M=128, num_warps=8, **d) == [1.0, 1.0]
+    assert _flash_dup(BLOCK_M=128, num_warps=16, **d) == [2.0, 1.0]
+    assert _flash_dup(BLOCK_M=64, num_warps=4, **d) == [1.0, 1.0]
+
+
+def test_mma_duplication_of_small_mma_sync_tiles():
+    """Below 64 rows the dots are mma.sync (16 x 8 blocks per warp) and the chained pair is tiled
+    (1, num_warps): a 16 x 16 score tile on 4 warps has two 16 x 8 blocks for four warps, so each
+    is computed twice. The compiled sm_90 loop of this tile (head_dim 64, BLOCK_N 16) holds 6
+    HMMA.16816 per warp, 4 x 6 x 4096 = 98,304 FLOPs for the tiles' 65,536: 1.5x the loop, which
+    ``compiled_steps.estimated_duplication`` reproduces. On sm_80 the same (mma.sync there too)."""
+    from gpusim.backends.sim import compiled_steps
+    from gpusim.backends.sim.steps import LoopStep, compile_program
+
+    assert _flash_dup(BLOCK_M=16, BLOCK_N=16, head_dim=64) == [2.0, 1.0]
+    assert _flash_dup(80, BLOCK_M=16, BLOCK_N=16, head_dim=64) == [2.0, 1.0]
+    assert _flash_dup(BLOCK_M=32, BLOCK_N=16, head_dim=64, num_warps=8) == [4.0, 1.0]
+    assert _flash_dup(BLOCK_M=16, BLOCK_N=64, head_dim=128) == [1.0, 1.0]
+    prog = kernels.build("attention_flash", dict(batch=1, heads=1, seq_len=256, head_dim=64, BLOCK_M=16,
+                                                 BLOCK_N=16, num_stages=1)).launches[0].program
+    steps, _ = compile_program(prog, load_gpu("h200"))
+    loops = [s for s in steps if isinstance(s, LoopStep)]
+    assert compiled_steps.estimated_duplication(loops) == pytest.approx(24576 * 4 / 65536)
 
 
 def test_chained_dots_of_flash_and_backward():
