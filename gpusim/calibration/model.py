@@ -37,19 +37,26 @@ class Trees:
     def __init__(self, d: dict):
         self.baseline = float(d["baseline"])
         self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in d["trees"]]
-        # plain lists for one point at a time (a few hundred trees: Python beats numpy's per-call cost)
-        self.lists = [tuple(t[k] for k in ("feature", "threshold", "left", "right", "value", "is_leaf"))
-                      for t in d["trees"]]
+        # every tree's nodes in one flat array (children offset to it), walked all trees at once
+        sizes = [len(t["is_leaf"]) for t in d["trees"]]
+        self.roots = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes else np.zeros(0, np.int64)
+        flat = {k: np.concatenate([t[k] for t in self.trees]) if sizes else np.zeros(0)
+                for k in ("feature", "threshold", "left", "right", "value", "is_leaf")}
+        off = np.repeat(self.roots, sizes)
+        self.flat = (flat["feature"].astype(np.int64), flat["threshold"].astype(float), flat["left"] + off,
+                     flat["right"] + off, flat["value"].astype(float), flat["is_leaf"].astype(bool))
 
     def predict_one(self, x) -> float:
         """The prediction for one feature vector ``x``."""
-        out = self.baseline
-        for feature, threshold, left, right, value, is_leaf in self.lists:
-            node = 0
-            while not is_leaf[node]:
-                node = left[node] if x[feature[node]] <= threshold[node] else right[node]
-            out += value[node]
-        return out
+        feature, threshold, left, right, value, is_leaf = self.flat
+        x = np.asarray(x, dtype=float)
+        node = self.roots
+        while True:
+            leaf = is_leaf[node]
+            if leaf.all():
+                return self.baseline + float(value[node].sum())
+            nxt = np.where(x[feature[node]] <= threshold[node], left[node], right[node])
+            node = np.where(leaf, node, nxt)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=float))

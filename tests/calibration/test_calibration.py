@@ -31,6 +31,15 @@ def test_trees_follow_their_splits():
     assert [t.predict_one(x) for x in ([0.0, 0.4], [9.0, 0.6], [0.0, 0.5])] == pytest.approx(got)
 
 
+def test_one_point_walks_every_tree_as_the_batch_does():
+    two = {"baseline": 0.0, "trees": stump(0, 1.0, 1.0, 2.0)["trees"] + stump(1, 5.0, 10.0, 20.0)["trees"]
+           + [{"feature": [0], "threshold": [0.0], "left": [0], "right": [0], "value": [0.5], "is_leaf": [1]}]}
+    t = M.Trees(two)
+    X = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 9.0], [3.0, 7.0]])
+    assert t.predict(X) == pytest.approx([11.5, 12.5, 21.5, 22.5])
+    assert [t.predict_one(x) for x in X] == pytest.approx(t.predict(X))
+
+
 def synthetic(tmp_path, cfg, g_fitted: float, g_transferred: float, ranges=None) -> Path:
     """A calibration file whose models add a constant log factor (a stump on num_warps)."""
     names, struct = list(F.FEATURES), list(F.STRUCTURE)
