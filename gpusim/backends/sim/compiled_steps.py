@@ -11,6 +11,7 @@ from ...dsl import ir
 from ...hardware import GPUConfig
 from .duplication import tensor_duplication
 from .issue import body_mixes, loop_issue_cycles
+from .loop_estimate import estimated_loops
 from .spills import loop_spill_bytes_per_thread, spill_bytes_per_iteration
 from .unroll import unroll_factor
 from .straight_estimate import estimated_straight_cycles
@@ -108,6 +109,9 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         est = spill_bytes_per_iteration(program, None, cta_resources(program).registers_per_thread,
                                         cfg.max_registers_per_thread)
         issue = [None] * len(loops)
+        body = estimated_loops(program, cfg)       # the loops' floors and mixes from their DSL ops
+        if len(body) == len(loops):
+            latency, issue = [c for c, _ in body], [i for _, i in body]
         spill = [est] * len(loops)
         spill_st = [est / 2.0] * len(loops)     # every register past the limit is stored and reloaded once
     k = iter(range(len(loops)))

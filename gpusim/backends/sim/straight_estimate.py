@@ -62,6 +62,8 @@ def straight_body(program: ir.Program, fused: frozenset = frozenset()) -> tuple:
 
 
 class _Emitter:
+    interleave = GROUP      # elements per thread interleaved through a run of elementwise ops
+
     def __init__(self, num_warps: int, fused: frozenset):
         self.warps, self.fused = num_warps, fused
         self.alias: dict = {}
@@ -95,9 +97,9 @@ class _Emitter:
         """A run of elementwise ops, ``GROUP`` elements of each thread at a time through the whole run."""
         plan = [(op, self.opcodes(op)) for op in run if not self.aliased(op)]
         n = max([self.per_thread(op.out) for op in run], default=0)
-        for g in range(0, n, GROUP):
+        for g in range(0, n, self.interleave):
             for op, ops in plan:
-                self.group(op, ops, range(g, min(g + GROUP, self.per_thread(op.out))))
+                self.group(op, ops, range(g, min(g + self.interleave, self.per_thread(op.out))))
 
     def group(self, op, ops: list, group: range):
         """``ops`` (a ``~`` marks one off the chain, reading the op's inputs) for the elements ``group``
@@ -148,12 +150,16 @@ class _Emitter:
             return True
         return False
 
+    def threads_along(self, v: ir.Value, axis: int) -> tuple:
+        """(lanes of a warp, warps) across which ``v``'s ``axis`` is spread."""
+        return _threads_along(v, axis, self.warps)
+
     def reduce(self, op: ir.Reduce):
         """In the thread a pairwise tree over its elements, across a warp's lanes a shuffle tree,
         across warps one round through shared memory (each warp then reduces the partials itself)."""
         f = "FADD" if op.op == "sum" else "FMNMX"
         e_in, e_out = self.per_thread(op.a), self.per_thread(op.out)
-        lanes, warps = _threads_along(op.a, op.axis, self.warps)
+        lanes, warps = self.threads_along(op.a, op.axis)
         per = max(1, e_in // e_out)
         for o in range(e_out):
             acc = f"r{op.out.id}.{o}"
