@@ -17,9 +17,9 @@ mechanistic time, ``calibration`` naming what was applied and ``calibration_fact
 (``gpu.<field>`` overrides) runs every point so, its unchanged point included, so the points of
 one sweep share one factor and order as their mechanistic times do.
 
-The calibrated time never goes below what the mechanistic breakdown's busiest resource needs
-(its busy share of the mechanistic time) nor the compute bound, so no calibrated time is faster
-than physics allows.
+The calibrated time (and its interval's low end) never goes below what the mechanistic breakdown's
+busiest resource needs (its busy share of the mechanistic time), the compute bound, nor its launch
+and synchronisation overheads (``overheads``), so no calibrated time is faster than physics allows.
 """
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ def check_mode(mode) -> None:
         raise ValueError(f"calibration must be 'on', 'off' or 'transferred', got {mode!r}")
 
 
+def overheads(b: dict) -> float:
+    """The part of a breakdown's mechanistic time no correction may remove: until its last launch's
+    CTAs start (the launch overheads) plus the synchronisation after it."""
+    last = max(b["kernels"], key=lambda k: float(k.get("start_us") or 0.0))
+    run_us = float(last["cycles"]) / float(last.get("clock_hz") or b["clock_hz"]) * 1e6
+    return max(0.0, float(b["time_us"]) - run_us)
+
+
 def apply_breakdown(b: dict, params: dict, kernel: str, gpu: str, cal: dict, fitted: bool = True) -> dict:
     """The calibrated time of one breakdown record: {time_us, lo, hi, factor, label}."""
     t_sim = b["time_us"]
@@ -50,8 +58,8 @@ def apply_breakdown(b: dict, params: dict, kernel: str, gpu: str, cal: dict, fit
     u = b.get("utilisation") or {}
     floor = max([u.get("pipe", 0.0), u.get("dram", 0.0), u.get("l2", 0.0)] +
                 [b["flops"] / b["peak_flops_per_s"] / (t_sim * 1e-6) if b.get("peak_flops_per_s") else 0.0])
-    t = t_sim * max(math.exp(g), floor)
-    return {"time_us": t, "lo": t * math.exp(qlo), "hi": t * math.exp(qhi), "factor": t / t_sim,
+    t = max(t_sim * max(math.exp(g), floor), overheads(b))
+    return {"time_us": t, "lo": max(t * math.exp(qlo), overheads(b)), "hi": t * math.exp(qhi), "factor": t / t_sim,
             "label": label + (", extrapolated" if out else ""), "family": fam}
 
 

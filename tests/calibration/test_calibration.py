@@ -184,3 +184,13 @@ def test_shipped_file_matches_its_training_set():
 def test_refitting_reproduces_the_shipped_file():
     pytest.importorskip("sklearn")
     assert _fitter().main(["check"]) == 0
+
+
+def test_no_calibrated_time_before_its_launch_has_started(monkeypatch, tmp_path):
+    cfg = load_gpu("h100")
+    path = synthetic(tmp_path, cfg, -2.0, -2.0)            # a factor of 1/4 (the limit) on every point
+    r = run(cfg, monkeypatch, path)
+    k = r.kernels[-1]
+    fixed = k.start_us + cfg.sync_overhead_us              # launch overhead, then the sync after the run
+    assert r.time_us_sim / 4 < fixed                        # the factor alone would end before that
+    assert r.time_us == pytest.approx(fixed) and r.time_us_lo >= r.time_us - 1e-9

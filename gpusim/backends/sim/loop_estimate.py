@@ -31,7 +31,7 @@ from ...compiler.layouts import MMA, OPERAND, SLICE, SMEM, Graph, ceil_div, dot_
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from .issue import loop_issue_cycles
-from .straight_estimate import _ELEMENTWISE, _Emitter
+from .straight_estimate import ELEMENTWISE, Emitter
 from .warp import iteration_cycles, scoreboard_rates
 
 LDSM_BYTES = 512        # one LDSM.x4: four 8x8 matrices of 16-bit elements
@@ -66,7 +66,7 @@ def loop_body(program: ir.Program, loop: ir.Loop, lay: dict, dots: dict, fused: 
             em.alias[y.id] = a.id
     run: list = []
     for op in loop.body:
-        if isinstance(op, _ELEMENTWISE):
+        if isinstance(op, ELEMENTWISE):
             run.append(op)
             continue
         em.elementwise(run)
@@ -81,7 +81,7 @@ def loop_body(program: ir.Program, loop: ir.Loop, lay: dict, dots: dict, fused: 
     return tuple(em.code)
 
 
-class _LoopEmitter(_Emitter):
+class _LoopEmitter(Emitter):
     interleave = LOOP_GROUP
 
     def __init__(self, num_warps: int, fused: frozenset, lay: dict, dots: dict):

@@ -29,7 +29,7 @@ from .warp import pass_cycles, scoreboard_rates
 
 GROUP = 2       # elements per thread interleaved in straight-line element code
 TWO_PATHS = ("tanh", "erf")     # libdevice computes two ways and selects one (read from their sm_90 SASS)
-_ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast)
+ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast)
 _WIDE = {"fp32", "int32"}
 
 
@@ -45,10 +45,10 @@ def estimated_straight_cycles(program: ir.Program, cfg: GPUConfig) -> float:
 
 def straight_body(program: ir.Program, fused: frozenset = frozenset()) -> tuple:
     """One warp's instructions (``OP|dst regs|src regs``) for the ops outside every loop."""
-    em = _Emitter(program.num_warps, fused)
+    em = Emitter(program.num_warps, fused)
     run: list = []
     for op in program.body:
-        if isinstance(op, _ELEMENTWISE):
+        if isinstance(op, ELEMENTWISE):
             run.append(op)
             continue
         em.elementwise(run)
@@ -61,7 +61,7 @@ def straight_body(program: ir.Program, fused: frozenset = frozenset()) -> tuple:
     return tuple(em.code)
 
 
-class _Emitter:
+class Emitter:
     interleave = GROUP      # elements per thread interleaved through a run of elementwise ops
 
     def __init__(self, num_warps: int, fused: frozenset):
