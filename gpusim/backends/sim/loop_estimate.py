@@ -32,7 +32,7 @@ from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from .issue import loop_issue_cycles
 from .straight_estimate import ELEMENTWISE, Emitter
-from .warp import iteration_cycles, scoreboard_rates
+from .warp import iteration_cycles, scoreboard_rates, schedulers
 
 LDSM_BYTES = 512        # one LDSM.x4: four 8x8 matrices of 16-bit elements
 LOOP_GROUP = 4          # elements per thread interleaved in a loop body's element code (module docstring)
@@ -52,7 +52,7 @@ def estimated_loops(program: ir.Program, cfg: GPUConfig) -> list:
     for lp in loops:
         body = loop_body(program, lp, lay, dots, fused)
         cyc = iteration_cycles(body, cfg.dependent_latency_cycles, scoreboard_rates(cfg), program.num_warps,
-                               int(cfg.warp_issue_per_clk_per_sm))
+                               schedulers(cfg))
         mix = Counter(i.split("|", 1)[0].split(".", 1)[0] for i in body)
         out.append((cyc, loop_issue_cycles(None, program.num_warps, cfg, dict(mix))))
     return out

@@ -25,7 +25,7 @@ import math
 from ...compiler.sass_mix import MATH
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
-from .warp import pass_cycles, scoreboard_rates
+from .warp import pass_cycles, scoreboard_rates, schedulers
 
 GROUP = 2       # elements per thread interleaved in straight-line element code
 TWO_PATHS = ("tanh", "erf")     # libdevice computes two ways and selects one (read from their sm_90 SASS)
@@ -40,7 +40,7 @@ def estimated_straight_cycles(program: ir.Program, cfg: GPUConfig) -> float:
         return 0.0
     body = straight_body(program, analysis.fma_contractions(program))
     return pass_cycles(body, cfg.dependent_latency_cycles, scoreboard_rates(cfg), program.num_warps,
-                       int(cfg.warp_issue_per_clk_per_sm))
+                       schedulers(cfg))
 
 
 def straight_body(program: ir.Program, fused: frozenset = frozenset()) -> tuple:

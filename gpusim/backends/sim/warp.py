@@ -183,7 +183,17 @@ def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None
     if not bodies or not cfg.dependent_latency_cycles:
         return None
     return [iteration_cycles(b, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
-                             int(cfg.warp_issue_per_clk_per_sm)) for b in bodies]
+                             schedulers(cfg)) for b in bodies]
+
+
+SUBPARTITIONS = 4      # an SM's warp schedulers, each with its share of the SFUs
+
+
+def schedulers(cfg: GPUConfig) -> int:
+    """The schedulers the scoreboard splits a CTA's warps among: one per warp-instruction issued per
+    clock, at most the SM's four sub-partitions (a what-if issuing faster adds no partitions to
+    split the SFUs and the shared units over, so it never slows a chain)."""
+    return max(1, min(SUBPARTITIONS, int(cfg.warp_issue_per_clk_per_sm)))
 
 
 def scoreboard_rates(cfg: GPUConfig) -> dict:
@@ -201,4 +211,4 @@ def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
     if not body or not cfg.dependent_latency_cycles:
         return 0.0
     return pass_cycles(body, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
-                       int(cfg.warp_issue_per_clk_per_sm))
+                       schedulers(cfg))
