@@ -31,7 +31,7 @@ from ...compiler.layouts import MMA, OPERAND, SLICE, SMEM, Graph, ceil_div, dot_
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from .issue import loop_issue_cycles
-from .straight_estimate import ELEMENTWISE, Emitter
+from .straight_estimate import Emitter
 from .warp import iteration_cycles, scoreboard_rates, schedulers
 
 LDSM_BYTES = 512        # one LDSM.x4: four 8x8 matrices of 16-bit elements
@@ -64,20 +64,7 @@ def loop_body(program: ir.Program, loop: ir.Loop, lay: dict, dots: dict, fused: 
     for a, y in zip(loop.args, loop.yields):
         if isinstance(y, ir.Value) and isinstance(a, ir.Value):
             em.alias[y.id] = a.id
-    run: list = []
-    for op in loop.body:
-        if isinstance(op, ELEMENTWISE):
-            run.append(op)
-            continue
-        em.elementwise(run)
-        run = []
-        if isinstance(op, (ir.ExpandDims, ir.Trans)):
-            em.alias[op.out.id] = em.root(op.a.id)
-        elif isinstance(op, ir.Reduce):
-            em.reduce(op)
-        elif isinstance(op, ir.Dot):
-            em.dot(op)
-    em.elementwise(run)
+    em.emit(loop.body)
     return tuple(em.code)
 
 

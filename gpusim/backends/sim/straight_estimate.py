@@ -46,18 +46,7 @@ def estimated_straight_cycles(program: ir.Program, cfg: GPUConfig) -> float:
 def straight_body(program: ir.Program, fused: frozenset = frozenset()) -> tuple:
     """One warp's instructions (``OP|dst regs|src regs``) for the ops outside every loop."""
     em = Emitter(program.num_warps, fused)
-    run: list = []
-    for op in program.body:
-        if isinstance(op, ELEMENTWISE):
-            run.append(op)
-            continue
-        em.elementwise(run)
-        run = []
-        if isinstance(op, (ir.ExpandDims, ir.Trans)):
-            em.alias[op.out.id] = em.root(op.a.id)
-        elif isinstance(op, ir.Reduce):
-            em.reduce(op)
-    em.elementwise(run)
+    em.emit(program.body)
     return tuple(em.code)
 
 
@@ -70,6 +59,27 @@ class Emitter:
         self.code: list = []
         self.producer: dict = {}
         self.hoisted: set = set()       # divisions whose divisor's reciprocals are taken once
+
+    def emit(self, ops) -> None:
+        """Append the code of ``ops`` in order: runs of elementwise ops interleaved, reductions as
+        trees, ``dot`` where the emitter times one (straight-line code leaves it out)."""
+        run: list = []
+        for op in ops:
+            if isinstance(op, ELEMENTWISE):
+                run.append(op)
+                continue
+            self.elementwise(run)
+            run = []
+            if isinstance(op, (ir.ExpandDims, ir.Trans)):
+                self.alias[op.out.id] = self.root(op.a.id)
+            elif isinstance(op, ir.Reduce):
+                self.reduce(op)
+            elif isinstance(op, ir.Dot):
+                self.dot(op)
+        self.elementwise(run)
+
+    def dot(self, op) -> None:
+        """Straight-line code's ``dot``s are not part of its floor."""
 
     def root(self, vid: int) -> int:
         return self.alias.get(vid, vid)
