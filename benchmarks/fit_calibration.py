@@ -44,8 +44,11 @@ SIMS = ROOT / "data" / "calibration"
 # held-out scenarios still sealed (never trained on). The round-23 ones were judged once (training hash
 # f0b16301327a), the round-24 ones once (training hash dd23efad1daa, docs/validation.md,
 # data/h100/judged_round24.md), the round-25 ones once (training hash fc38500dd8ae,
-# data/h100/judged_round25.md), and then joined the training set. The round-26 and round-27 ones wait to be judged.
-SEALED: tuple = ("_round26.yaml", "_round27.yaml")
+# data/h100/judged_round25.md), the round-26 ones once (with the fit shipped before they were drawn,
+# training hash 0b0dc2a852c1, data/h100/judged_round26.md), and then joined the training set. The round-27
+# ones were judged once with the shipped fit (training hash dd2637a87cbd, data/h100/judged_round27.md) and
+# join at the next refit; the round-28 ones wait to be recorded and judged.
+SEALED: tuple = ("_round27.yaml", "_round28.yaml")
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each)
 PARAMS = dict(loss="absolute_error", max_iter=1000, learning_rate=0.04, max_leaf_nodes=20, min_samples_leaf=8,
