@@ -8,11 +8,16 @@ run keeps what it simulated); the calibration layer's features are computed from
 (``gpusim.calibration.features``). Runs on all cores (``--jobs``).
 
 usage: python benchmarks/sim_points.py --gpu h100 --out sim.jsonl [--jobs N] [--budget-s S]
-                                       [--skip sim.jsonl] SCENARIO.yaml ...
+                                       [--skip sim.jsonl] [--merge-into data/calibration/sim_h100.jsonl.gz]
+                                       SCENARIO.yaml ...
+
+``--merge-into F`` then adds the lines of ``OUT`` whose (scenario, point) ``F`` lacks to ``F``
+(gzipped with no timestamp, so the same lines give the same bytes); the ones it has are kept.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import multiprocessing as mp
 import os
@@ -47,6 +52,27 @@ def _sim(item) -> dict:
     return rec
 
 
+def merge(new: Path, into: Path) -> int:
+    """Append the lines of ``new`` whose (scenario, point) ``into`` (a .jsonl.gz) lacks; the number added."""
+    def key(line):
+        r = json.loads(line)
+        return r["scenario"], int(r["point"])
+
+    old = gzip.decompress(into.read_bytes()).decode().splitlines() if into.exists() else []
+    have = {key(x) for x in old}
+    add = []
+    for line in new.read_text().splitlines():
+        if line.strip() and key(line) not in have:
+            have.add(key(line))
+            add.append(line)
+    if add:
+        tmp = into.with_name(into.name + ".tmp")
+        with open(tmp, "wb") as fb, gzip.GzipFile(fileobj=fb, mode="wb", mtime=0, filename="") as f:
+            f.write("".join(x + "\n" for x in old + add).encode())
+        os.replace(tmp, into)
+    return len(add)
+
+
 def main(argv=None) -> int:
     from record_points import point_list
 
@@ -58,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--skip", default=None)
+    ap.add_argument("--merge-into", default=None, help="afterwards add OUT's new points to this .jsonl.gz")
     a = ap.parse_args(argv)
     t0 = time.time()
     items = point_list(a.scenarios) if a.scenarios else []
@@ -84,6 +111,8 @@ def main(argv=None) -> int:
                 pool.terminate()
                 break
     print(f"sim_points: {n} points in {time.time() - t0:.0f} s", flush=True)
+    if a.merge_into:
+        print(f"sim_points: {merge(Path(a.out), Path(a.merge_into))} points added to {a.merge_into}", flush=True)
     return 0
 
 
