@@ -58,8 +58,9 @@ def apply_breakdown(b: dict, params: dict, kernel: str, gpu: str, cal: dict, fit
     u = b.get("utilisation") or {}
     floor = max([u.get("pipe", 0.0), u.get("dram", 0.0), u.get("l2", 0.0)] +
                 [b["flops"] / b["peak_flops_per_s"] / (t_sim * 1e-6) if b.get("peak_flops_per_s") else 0.0])
-    t = max(t_sim * max(math.exp(g), floor), overheads(b))
-    return {"time_us": t, "lo": max(t * math.exp(qlo), overheads(b)), "hi": t * math.exp(qhi), "factor": t / t_sim,
+    least = overheads(b)
+    t = max(t_sim * max(math.exp(g), floor), least)
+    return {"time_us": t, "lo": max(t * math.exp(qlo), least), "hi": t * math.exp(qhi), "factor": t / t_sim,
             "label": label + (", extrapolated" if out else ""), "family": fam}
 
 

@@ -12,6 +12,7 @@ from ..dsl.analysis import feeds_dot
 from ..dsl.dtypes import dot_mode
 
 MMA_ROWS, MMA_COLS = 16, 8        # rows x columns of one MMA block a warp holds (4 fp32 per thread)
+WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup
 
 
 def ceil_div(a: float, b: float) -> int:
@@ -52,6 +53,14 @@ def warps_per_tile(m: int, n: int, num_warps: int, kind: str, chained: bool) -> 
         else:
             wn, rn = wn * 2, rn // 2
     return wm, wn
+
+
+def mma_issued(kind: str, m: int, n: int, wm: int, wn: int) -> tuple:
+    """(rows, columns) of MMA work the CTA's warps issue for an m x n result tiled wm x wn warps:
+    a warp's mma.sync ("v2") covers at least 16 rows x 8 columns and a warpgroup's wgmma ("v3")
+    at least 64 rows, so warps beyond what the tile has of those repeat the same block."""
+    groups, rows = (max(1, wm // 4), WGMMA_ROWS) if kind == "v3" else (wm, MMA_ROWS)
+    return groups * ceil_div(m, rows * groups) * rows, wn * ceil_div(n, MMA_COLS * wn) * MMA_COLS
 
 
 def mma_tile_regs(m: int, n: int, wm: int, wn: int) -> int:

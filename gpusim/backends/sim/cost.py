@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...compiler import ESTIMATE, CompilerView, registers, view_of
-from ...compiler.layouts import Graph, blocked_split, ceil_div, dot_layouts
+from ...compiler.layouts import Graph, blocked_split, dot_layouts, mma_issued
 from ...compiler.sass_mix import MATH, fma_dot_issue
 from ...dsl.dtypes import dot_mode
 from ...hardware import GPUConfig
@@ -215,9 +215,6 @@ def _does_not_fit(limiter: str, cfg: GPUConfig, sram: int, regs: int, threads: i
     return f"no CTA fits on an SM of {cfg.name} ({limiter} limit is 0)"
 
 
-WGMMA_ROWS = 64        # rows one Hopper warpgroup MMA (wgmma) covers; 4 warps make a warpgroup
-
-
 def mma_duplication(program: ir.Program, arch: int) -> dict:
     """Without the compiled kernel: {dot output id: MMA work the CTA's warps issue / the tile's},
     from the warp tiling Triton picks for each dot (``layouts.dot_layouts``). A warp's mma.sync
@@ -233,9 +230,7 @@ def mma_duplication(program: ir.Program, arch: int) -> dict:
         if kind == "fma":
             out[d.out.id] = 1.0
             continue
-        groups, rows = (max(1, wm // 4), WGMMA_ROWS) if kind == "v3" else (wm, 16)
-        issued_m = groups * ceil_div(m, rows * groups) * rows
-        issued_n = wn * ceil_div(n, 8 * wn) * 8
+        issued_m, issued_n = mma_issued(kind, m, n, wm, wn)
         out[d.out.id] = max(1.0, issued_m * issued_n / float(m * n))
     return out
 

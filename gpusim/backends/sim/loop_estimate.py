@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ...compiler.layouts import MMA, OPERAND, SLICE, SMEM, Graph, ceil_div, dot_layouts, value_layouts
+from ...compiler.layouts import MMA, OPERAND, SLICE, SMEM, Graph, ceil_div, dot_layouts, mma_issued, value_layouts
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from .issue import loop_issue_cycles
@@ -90,10 +90,8 @@ class _LoopEmitter(Emitter):
         m, n = v.shape
         if lay[0] == SLICE:     # a row (column) vector of the result: 2 rows (columns) per block
             return ceil_div(m, 16 * wm) * 2 if n == 1 else ceil_div(n, 8 * wn) * 2
-        rows = 64 if kind == "v3" else 16
-        groups = max(1, wm // 4) if kind == "v3" else wm
-        return max(1, groups * ceil_div(m, rows * groups) * rows * wn * ceil_div(n, 8 * wn) * 8
-                   // (32 * self.warps))
+        issued_m, issued_n = mma_issued(kind, m, n, wm, wn)
+        return max(1, issued_m * issued_n // (32 * self.warps))
 
     def threads_along(self, v: ir.Value, axis: int) -> tuple:
         found = self._mma(v)
