@@ -12,7 +12,9 @@ usage: python benchmarks/sim_points.py --gpu h100 --out sim.jsonl [--jobs N] [--
                                        SCENARIO.yaml ...
 
 ``--merge-into F`` then adds the lines of ``OUT`` whose (scenario, point) ``F`` lacks to ``F``
-(gzipped with no timestamp, so the same lines give the same bytes); the ones it has are kept.
+(gzipped with no timestamp, so the same lines give the same bytes); the ones it has are kept, or,
+with ``--replace``, replaced (points simulated again after a model change: ``--points-csv`` with
+the points it moves).
 """
 from __future__ import annotations
 
@@ -52,25 +54,32 @@ def _sim(item) -> dict:
     return rec
 
 
-def merge(new: Path, into: Path) -> int:
-    """Append the lines of ``new`` whose (scenario, point) ``into`` (a .jsonl.gz) lacks; the number added."""
+def merge(new: Path, into: Path, replace: bool = False) -> int:
+    """Append the lines of ``new`` whose (scenario, point) ``into`` (a .jsonl.gz) lacks; the number
+    added. ``replace``: a line of ``new`` also takes the place of ``into``'s line of the same point
+    (a point simulated again by changed code); the number added or replaced."""
     def key(line):
         r = json.loads(line)
         return r["scenario"], int(r["point"])
 
     old = gzip.decompress(into.read_bytes()).decode().splitlines() if into.exists() else []
     have = {key(x) for x in old}
-    add = []
+    add, fresh = [], {}
     for line in new.read_text().splitlines():
-        if line.strip() and key(line) not in have:
+        if not line.strip():
+            continue
+        if replace and key(line) in have and key(line) not in fresh:
+            fresh[key(line)] = line
+        elif key(line) not in have:
             have.add(key(line))
             add.append(line)
-    if add:
+    old = [fresh.get(key(x), x) for x in old]
+    if add or fresh:
         tmp = into.with_name(into.name + ".tmp")
         with open(tmp, "wb") as fb, gzip.GzipFile(fileobj=fb, mode="wb", mtime=0, filename="") as f:
             f.write("".join(x + "\n" for x in old + add).encode())
         os.replace(tmp, into)
-    return len(add)
+    return len(add) + len(fresh)
 
 
 def main(argv=None) -> int:
@@ -85,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--skip", default=None)
     ap.add_argument("--merge-into", default=None, help="afterwards add OUT's new points to this .jsonl.gz")
+    ap.add_argument("--replace", action="store_true",
+                    help="with --merge-into: OUT's lines also replace the file's lines of the same points")
     a = ap.parse_args(argv)
     t0 = time.time()
     items = point_list(a.scenarios) if a.scenarios else []
@@ -112,7 +123,8 @@ def main(argv=None) -> int:
                 break
     print(f"sim_points: {n} points in {time.time() - t0:.0f} s", flush=True)
     if a.merge_into:
-        print(f"sim_points: {merge(Path(a.out), Path(a.merge_into))} points added to {a.merge_into}", flush=True)
+        n = merge(Path(a.out), Path(a.merge_into), a.replace)
+        print(f"sim_points: {n} points {'added or replaced' if a.replace else 'added'} in {a.merge_into}", flush=True)
     return 0
 
 

@@ -32,3 +32,16 @@ def test_merge_adds_only_new_points_and_is_byte_stable(tmp_path):
     new.write_text(_lines([{"scenario": "a.yaml", "point": 0, "time_us": 1.0}]))
     sim_points.merge(new, again)
     assert again.read_bytes() == first
+
+
+def test_replace_swaps_known_points_in_place_and_adds_new_ones(tmp_path):
+    into, new = tmp_path / "sim.jsonl.gz", tmp_path / "new.jsonl"
+    new.write_text(_lines([{"scenario": "a.yaml", "point": p, "time_us": 1.0} for p in range(3)]))
+    sim_points.merge(new, into)
+    new.write_text(_lines([{"scenario": "a.yaml", "point": 1, "time_us": 5.0},
+                           {"scenario": "a.yaml", "point": 1, "time_us": 6.0},     # the first line of a point wins
+                           {"scenario": "b.yaml", "point": 0, "time_us": 7.0}]))
+    assert sim_points.merge(new, into, replace=True) == 2
+    rows = [json.loads(x) for x in gzip.decompress(into.read_bytes()).decode().splitlines()]
+    assert [(r["scenario"], r["point"], r["time_us"]) for r in rows] == [
+        ("a.yaml", 0, 1.0), ("a.yaml", 1, 5.0), ("a.yaml", 2, 1.0), ("b.yaml", 0, 7.0)]
