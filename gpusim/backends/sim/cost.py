@@ -191,6 +191,11 @@ def occupancy(program: ir.Program, cfg: GPUConfig, grid=None, resources: str | N
     if warps > cfg.max_warps_per_sm:
         raise InfeasibleError(f"num_warps={warps} exceeds {cfg.max_warps_per_sm} warps per SM on {cfg.name}")
     view = view or view_of(program, cfg, grid, resources)
+    shared = getattr(view.compiled, "shared_bytes", 0) or 0   # what Triton allocates (reduction scratch too)
+    if shared > cfg.sram_bytes_per_cta_max:
+        raise InfeasibleError(
+            f"Triton allocates {shared / KIB:.0f} KiB of shared memory per CTA ({view.source}), {cfg.name} allows "
+            f"{cfg.sram_bytes_per_cta_max / KIB:.0f} KiB; use a smaller BLOCK, fewer num_stages or fewer num_warps")
     regs, spills = min(view.registers_per_thread, cfg.max_registers_per_thread), view.spills(cfg)
     limits = {
         "ctas": cfg.max_ctas_per_sm,

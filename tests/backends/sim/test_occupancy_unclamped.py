@@ -46,3 +46,19 @@ def test_a_fitting_cta_is_unchanged():
     occ = cost.occupancy(_prog(M=512, N=512, K=512, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4,
                                num_stages=3), load_gpu("h100"), resources="estimated")
     assert occ.ctas_per_sm >= 1
+
+
+def test_shared_memory_the_compiler_allocates_past_the_limit_is_infeasible():
+    """Triton's own shared memory (a whole-row reduction's scratch) counts: such a kernel does not
+    launch (OutOfResources on an H100: 393216 bytes wanted, 232448 allowed), so it gets no time."""
+    from gpusim.compiler import CompilerView
+
+    class Comp:
+        registers_per_thread, spills, shared_bytes = 64, False, 393216
+
+    prog = build("layernorm", resolve_params("layernorm", dict(rows=512, cols=128256, BLOCK=0, num_warps=16,
+                                                                 dtype="bf16"))).launches[0].program
+    with pytest.raises(cost.InfeasibleError, match=r"Triton allocates 384 KiB of shared memory per CTA .* 227 KiB"):
+        cost.occupancy(prog, load_gpu("h100"), view=CompilerView("triton 3.6.0", 64, Comp()))
+    Comp.shared_bytes = 200 * 1024
+    assert cost.occupancy(prog, load_gpu("h100"), view=CompilerView("triton 3.6.0", 64, Comp())).ctas_per_sm >= 1
