@@ -59,6 +59,7 @@ MECHANISMS = {
     "dependent latency (scoreboard)": {"dependent_latency_cycles": {}},
     "HBM copy rate (bus turnaround)": {"hbm_copy_bandwidth_bytes_per_s": None},
     "spill stores at the L2 write rate": {"l2_write_bandwidth_bytes_per_s": None},
+    "spill reload latency": {"dependent_latency_cycles": lambda base: {**base.dependent_latency_cycles, "local": 0.0}},
     "launch and sync overheads": {"launch_overhead_us": 0.0, "sync_overhead_us": 0.0},
 }
 CALIBRATION_ROW = "learned calibration (gpusim.calibration; in-sample here)"
@@ -66,8 +67,9 @@ SWITCHES = ("resources", "calibration")     # not config fields
 
 
 def config_without(base: GPUConfig, fields: dict) -> GPUConfig:
-    """``base`` with ``fields`` at their ideal values (validated like any config)."""
-    upd = {k: v for k, v in fields.items() if k not in SWITCHES}
+    """``base`` with ``fields`` at their ideal values (validated like any config; a callable value
+    is given ``base`` and returns the field's value)."""
+    upd = {k: v(base) if callable(v) else v for k, v in fields.items() if k not in SWITCHES}
     return GPUConfig.model_validate({**base.model_dump(), **upd})
 
 

@@ -24,7 +24,7 @@ from .whatif import SM_WIDE_PEAKS, derived_overrides  # noqa: F401
 # the keys a dict field takes: (what they are, the allowed ones)
 KEY_CLASSES = {
     "dependent_latency_cycles": ("latency", ("fp32", "int", "mufu", "shfl", "shared", "shared_store", "barrier",
-                                             "branch")),     # backends/sim/warp.py's classes
+                                             "branch", "local")),     # backends/sim/warp.py's classes
     "staged_access_cost": ("staging", ("line", "8", "4", "2")),   # backends/sim/staging.py staging_class
     "activity_energy_j": ("activity", ("tensor_flop", "vector_cycle", "sfu_cycle", "sram_byte", "dram_byte",
                                         "l2_byte")),

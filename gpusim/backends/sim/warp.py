@@ -14,12 +14,18 @@ later, by class (``GPUConfig.dependent_latency_cycles``, measured by dependent c
   shared store (STS) takes to be visible to the CTA's other warps; ``barrier``: a CTA barrier (BAR), which also waits for this warp's shared stores;
   ``branch``: cycles from a taken backward branch (the loop's) to the next instruction's issue.
 
-Tensor instructions (HGMMA, HMMA, their fences and waits) and global or local memory traffic
-(LDG, LDGSTS, STG, LDL/STL) have no latency here: the engine times the tensor pipe and every load
-itself. The result is the steady-state cycles per iteration of one warp; the engine uses it as
-the least time a CTA's loop iteration of SIMT work can take, while holding the pipes only for the
-issue and throughput cycles (a latency-bound CTA leaves them to other CTAs). The same scoreboard
-runs once over the code outside every loop (``pass_cycles``, ``straight_cycles``).
+* ``local``: a register spill's reload (LDL), a round trip to the L2 (``GPUConfig.l2_latency_cycles``
+  unless ``dependent_latency_cycles`` names its own): the L1 writes every spill store through to
+  the L2 and the reloads miss it (ncu on the H200, ``micro/ncu_probe_round16.json``). Not
+  modelled: reloads that hit the L1 (few spilled bytes, no shared memory, no streaming loads beside
+  them) are charged the same round trip.
+
+Tensor instructions (HGMMA, HMMA, their fences and waits) and global memory traffic (LDG, LDGSTS,
+STG) and the spill stores (STL) have no latency here: the engine times the tensor pipe and every
+load itself (and the spills' bytes, ``spills.py``). The result is the steady-state cycles per
+iteration of one warp; the engine uses it as the least time a CTA's loop iteration of SIMT work
+can take, while holding the pipes only for the issue and throughput cycles (a latency-bound CTA
+leaves them to other CTAs). The same scoreboard runs once over the code outside every loop (``pass_cycles``, ``straight_cycles``).
 
 Measured by: every latency on its own on the H200 (``benchmarks/latency_chains.py``: FADD 4.0,
 shuffle 24.1, ``ld.shared`` 23.2, ``bar.sync`` 20.0); checked on 96 dependent-chain
@@ -34,14 +40,16 @@ from functools import lru_cache
 
 from ...hardware import KEY_CLASSES, GPUConfig
 
-LATENCY_CLASSES = KEY_CLASSES["dependent_latency_cycles"][1]   # fp32, int, mufu, shfl, shared, ...
-_FREE = ("HGMMA", "HMMA", "WARPGROUP", "LDG", "LDGSTS", "LDGDEPBAR", "DEPBAR", "STG", "STL", "LDL",
+LATENCY_CLASSES = KEY_CLASSES["dependent_latency_cycles"][1]   # fp32, int, mufu, shfl, shared, ..., local
+_FREE = ("HGMMA", "HMMA", "WARPGROUP", "LDG", "LDGSTS", "LDGDEPBAR", "DEPBAR", "STG", "STL",
          "FENCE", "MEMBAR", "RED", "ATOM", "NOP", "EXIT", "CCTL", "UTMA")
 
 
 def op_class(opcode: str) -> str:
     """Latency class of a SASS opcode (with or without modifiers)."""
     op = opcode.split(".", 1)[0]
+    if op == "LDL":
+        return "local"
     if op.startswith(_FREE) or op in ("LDGSTS",):
         return "free"
     if op == "MUFU":
@@ -182,8 +190,14 @@ def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None
     bodies = getattr(compiled, "loop_bodies", None)
     if not bodies or not cfg.dependent_latency_cycles:
         return None
-    return [iteration_cycles(b, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
-                             schedulers(cfg)) for b in bodies]
+    lat = latencies(cfg)
+    return [iteration_cycles(b, lat, scoreboard_rates(cfg), num_warps, schedulers(cfg)) for b in bodies]
+
+
+def latencies(cfg: GPUConfig) -> dict:
+    """The scoreboard's latency per class on ``cfg``: the measured classes, and a spill reload's
+    (``local``): a round trip to the L2 unless the config names its own."""
+    return {"local": cfg.l2_latency_cycles, **cfg.dependent_latency_cycles}
 
 
 SUBPARTITIONS = 4      # an SM's warp schedulers, each with its share of the SFUs
@@ -210,5 +224,4 @@ def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
     body = getattr(compiled, "straight_body", None)
     if not body or not cfg.dependent_latency_cycles:
         return 0.0
-    return pass_cycles(body, cfg.dependent_latency_cycles, scoreboard_rates(cfg), num_warps,
-                       schedulers(cfg))
+    return pass_cycles(body, latencies(cfg), scoreboard_rates(cfg), num_warps, schedulers(cfg))

@@ -136,3 +136,22 @@ def test_straight_latency_is_shared_among_the_steps_outside_loops():
     assert out[1] is loop
     assert (out[0].min_cycles, out[2].min_cycles) == pytest.approx((100.0, 300.0))
     assert compiled_steps._straight_latency((a, b), 0.0) == (a, b)
+
+
+def test_a_reloaded_spill_is_waited_for_and_a_stored_one_is_not():
+    lat = {**LAT, "local": 300}
+    reload_then_use = ("LDL|R1|R9", "FFMA|R2|R1 R1")
+    # per pass: the round trip, then the FFMA's issue slot (its latency overlaps the next reload)
+    assert warp.iteration_cycles(reload_then_use, lat, RATES) == pytest.approx(301.0)
+    store_then_work = ("STL||R9 R1", "FFMA|R2|R1 R1")
+    assert warp.iteration_cycles(store_then_work, lat, RATES) == pytest.approx(2.0)     # two issue slots
+    assert warp.op_class("LDL.64") == "local" and warp.op_class("STL.128") == "free"
+
+
+def test_a_spill_reload_takes_the_l2_round_trip_unless_the_config_names_its_own():
+    from gpusim.hardware import load_gpu
+
+    cfg = load_gpu("h100")
+    assert warp.latencies(cfg)["local"] == cfg.l2_latency_cycles
+    own = cfg.model_copy(update={"dependent_latency_cycles": {**cfg.dependent_latency_cycles, "local": 40.0}})
+    assert warp.latencies(own)["local"] == 40.0
