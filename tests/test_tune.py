@@ -278,7 +278,9 @@ def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys, mon
 @pytest.mark.slow
 def test_ctrl_c_keeps_every_finished_config_and_the_rerun_resumes(tmp_path):
     """gpusim tune in a subprocess, interrupted with SIGINT once some configs are saved: exit 130,
-    one line, the saved configs kept; the same command then simulates only the rest."""
+    one line, the saved configs kept; the same command then simulates only the rest. ``--no-prune``:
+    every config is simulated, so plenty is left when the signal comes (with pruning, a loaded
+    machine could finish the last few configs before it arrived)."""
     import os
     import signal
     import subprocess
@@ -286,7 +288,7 @@ def test_ctrl_c_keeps_every_finished_config_and_the_rerun_resumes(tmp_path):
     import time
 
     argv = [sys.executable, "-m", "gpusim", "tune", "matmul", "--set", "M=1024", "N=1024", "K=1024",
-            "--space", "BLOCK_K=[32,64]", "num_stages=[2,3]", "--jobs", "2", "--out", str(tmp_path)]
+            "--space", "BLOCK_K=[32,64]", "num_stages=[2,3]", "--jobs", "2", "--no-prune", "--out", str(tmp_path)]
     env = dict(os.environ, GPUSIM_RESOURCES="estimated")
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     saved = tmp_path / FILE
