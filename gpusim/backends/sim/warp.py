@@ -25,7 +25,8 @@ STG) and the spill stores (STL) have no latency here: the engine times the tenso
 load itself (and the spills' bytes, ``spills.py``). The result is the steady-state cycles per
 iteration of one warp; the engine uses it as the least time a CTA's loop iteration of SIMT work
 can take, while holding the pipes only for the issue and throughput cycles (a latency-bound CTA
-leaves them to other CTAs). The same scoreboard runs once over the code outside every loop (``pass_cycles``, ``straight_cycles``).
+leaves them to other CTAs). The same scoreboard runs once over the code outside every loop
+(``pass_cycles``, ``straight_cycles``).
 
 Measured by: every latency on its own on the H200 (``benchmarks/latency_chains.py``: FADD 4.0,
 shuffle 24.1, ``ld.shared`` 23.2, ``bar.sync`` 20.0); checked on 96 dependent-chain
