@@ -7,6 +7,8 @@ validation point:
             iteration against the spill bytes ptxas reports (local memory through L1/L2).
   vector    a streaming copy at sizes divisible by 16, 8, 4, 2 and 1 element: Triton vectorizes a
             global access only as wide as it can prove aligned, so the achieved bandwidth per width.
+  narrowctas the copy of ``vector`` (odd and aligned lengths) on 1 to 2 x sm_count persistent CTAs:
+            whether the narrow rate is each SM's own (it scales with the CTAs) or the chip's.
   latency   dependent chains (FMA, MUFU.EX2, tensor-core MMA) with 1..16 warps per SM: cycles per
             dependent instruction with one warp, and how many warps it takes to fill the pipe.
   mlp       memory-level parallelism: one CTA per SM streaming tiles from HBM (or L2) into a dot or
@@ -42,7 +44,7 @@ validation point:
   resources registers / spills / shared memory of the compiled kernels of every point of the given
             scenario files (cache hits after `gpusim validate` compiled them).
 
-usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [latency] [mlp] [share] [coalesce] [reduction] [chains]
+usage: python benchmarks/micro_fidelity.py OUT.json [spill] [vector] [narrowctas] [latency] [mlp] [share] [coalesce] [reduction] [chains]
                                              [l2share] [dramchunk] [tilelat] [sectorlat] [sectorpitch] [sectorstream] [streamctas] [sectorlines] [sectorhits] [hmma] [resources SCENARIO...]
 """
 from __future__ import annotations
@@ -143,6 +145,37 @@ def vector(sm_count: int, clock: float) -> list:
                          "us": us, "gbps": 2 * n * es / (us * 1e-6) / 1e9, "ok": ok, "n_regs": getattr(k, "n_regs", None),
                          "ldg": width})
             print("vector", rows[-1], flush=True)
+            del x, y
+    return rows
+
+
+@triton.jit
+def _copy_persistent(x_ptr, y_ptr, n, nblocks, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    for b in range(pid, nblocks, tl.num_programs(0)):
+        offs = b * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+def narrowctas(sm_count: int, clock: float) -> list:
+    rows = []
+    for dtype in (torch.float16, torch.float32):
+        for n in ((1 << 24) + 1, 1 << 24):
+            x = torch.randn(n, device="cuda").to(dtype)
+            y = torch.zeros_like(x)
+            nblocks = triton.cdiv(n, 1024)
+            for ctas in (1, 2, 4, 8, 16, 33, 66, 132, 264):
+                ctas = min(ctas, 2 * sm_count)
+                y.zero_()
+                _copy_persistent[(ctas,)](x, y, n, nblocks, BLOCK=1024, num_warps=4)
+                ok = bool(torch.equal(x, y))
+                us = _bench_us(lambda: _copy_persistent[(ctas,)](x, y, n, nblocks, BLOCK=1024, num_warps=4))
+                sms = min(ctas, sm_count)
+                rows.append({"dtype": str(dtype).replace("torch.", ""), "n": n, "ctas": ctas, "us": us, "ok": ok,
+                             "gbps": 2 * n * x.element_size() / (us * 1e-6) / 1e9,
+                             "access_per_clk_per_sm": 2.0 * n / (us * 1e-6 * clock * sms)})
+                print("narrowctas", rows[-1], flush=True)
             del x, y
     return rows
 
