@@ -106,6 +106,10 @@ def run_table(rows: list, param_names: list) -> str:
     cals = sorted({str(r.get("calibration")) for r in rows if r.get("calibration") and r.get("status") == "ok"})
     if cals:
         out.append(f"calibration: {', '.join(cals)} ({CALIBRATION_NOTE})")
+    taken = [r for r in rows if r.get("status") == "ok" and str(r.get("reason", "")).startswith(SCHEDULE_OF)]
+    if taken:
+        out.append(f"{len(taken)} of {len(rows)} points: the time of a weaker GPU's schedule in this sweep, which a "
+                   f"GPU at least as good in every field can run (results.csv reason)")
     reasons = {}
     for r in rows:
         if r.get("status") != "ok":
@@ -118,6 +122,9 @@ def run_table(rows: list, param_names: list) -> str:
         out.append(f"compiler view: {', '.join(views)} ({COMPILER_NOTE[views == ['estimate']]})")
     return "\n".join(out)
 
+
+# how a point's reason starts when it takes a weaker GPU's schedule in a what-if sweep (sweep/envelope.py)
+SCHEDULE_OF = "the schedule of "
 
 # the line under a table with a ``bound`` column (result.Result.bound)
 BOUND_LEGEND = ("bound: what limits the time: tensor or simt (that SM pipe busy), memory (DRAM or L2 bandwidth), "

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import provenance
 from ..result import KERNEL_COLUMNS, METRIC_COLUMNS
+from .envelope import monotone
 from .errors import SaveError, ScenarioError
 from .executors import DASK_TIMEOUT_S, run_dask, run_pool
 from .point import check_record, point_dict, point_text, run_point
@@ -327,12 +328,14 @@ def _workload(pt):
 
 
 def collect(sc, records: dict, keys: list) -> tuple:
-    """results.csv and kernels.csv rows, in scenario order, for the points that have a record."""
-    rows, krows = [], []
+    """results.csv and kernels.csv rows, in scenario order, for the points that have a record; the
+    points of a what-if sweep monotone in every GPU field (``envelope``)."""
+    rows, krows, pts = [], [], []
     for pt, k in zip(sc.points, keys):
         d = records.get(k)
         if d is None:
             continue
+        pts.append(pt)
         row = {"gpu": pt.gpu, "kernel": pt.kernel}
         for n in sc.param_names:
             row[n] = pt.params.get(n, "")
@@ -345,7 +348,7 @@ def collect(sc, records: dict, keys: list) -> tuple:
             kr = dict(kr)
             kr["point"] = len(rows) - 1
             krows.append(kr)
-    return rows, krows
+    return monotone(pts, rows, list(getattr(sc, "gpu_override_fields", None) or [])), krows
 
 
 WALL_COLUMNS = ("sim_wall_s",)     # wall times: in the manifest, so that results.csv is the same on every run

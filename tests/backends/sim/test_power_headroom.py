@@ -70,14 +70,32 @@ def test_a_faster_resource_never_slows_a_power_limited_launch(case, field):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="between two what-ifs the time still follows the launch's own schedule: "
+@pytest.mark.xfail(strict=True, reason="alone, each what-if's time follows the launch's own schedule: "
                    "GEMM 2048^3 on the h200, L2 x1.1 26.72 us (1844 MHz; memory keeps pace, the time at 1980 MHz "
                    "kept) -> L2 x1.25 27.85 us (1836 MHz; SM catches up, simulated again at 1836 MHz), both under the "
                    "named 28.58 us. The clock is picked from the launch at the maximum clock, and the way its "
                    "time at that clock is found switches with the L2 rate; iterating the clock to a fixed point "
-                   "moves named predictions (+6.6% on the h200 4096^3 GEMM)")
+                   "moves named predictions (+6.6% on the h200 4096^3 GEMM). In one sweep the two are in order "
+                   "(sweep/envelope.py; test_a_sweep_of_the_l2_is_monotone_on_a_power_limited_gemm)")
 def test_two_what_ifs_in_order_on_a_power_limited_gemm():
     gpu, kernel, params = POWER_LIMITED["gemm_h200"]
     cfg = load_gpu(gpu)
     t = [gpusim.simulate(kernel, _whatif(cfg, FIELDS["l2"], x), check=False, **params).time_us_sim for x in (1.1, 1.25)]
     assert t[1] <= t[0]
+
+
+@pytest.mark.slow
+def test_a_sweep_of_the_l2_is_monotone_on_a_power_limited_gemm(tmp_path):
+    from gpusim.sweep import runner
+    from gpusim.sweep.scenario import load_scenario
+
+    gpu, kernel, params = POWER_LIMITED["gemm_h200"]
+    l2 = load_gpu(gpu).l2_bandwidth_bytes_per_s
+    path = tmp_path / "s.yaml"
+    path.write_text(f"name: l2\ngpu: {gpu}\nkernel: {kernel}\nparams: {params}\ncheck: false\n"
+                    f"sweep: {{gpu.l2_bandwidth_bytes_per_s: {[l2 * x for x in (1.0, 1.1, 1.25, 1.5, 2.0)]}}}\n")
+    rows, _ = runner.run_scenario(load_scenario(path), tmp_path / "out", jobs=1, progress=False)
+    for col in ("time_us_sim", "time_us"):
+        t = [float(r[col]) for r in rows]
+        assert all(b <= a for a, b in zip(t, t[1:])), (col, t)
+    assert any(r["reason"].startswith("the schedule of gpu.l2_bandwidth_bytes_per_s=") for r in rows)
