@@ -25,7 +25,8 @@ TIMING = ("time_us", "time_us_lo", "time_us_hi", "time_us_sim", "calibration_fac
 
 
 def _key(pt) -> str:
-    return json.dumps([pt.gpu, pt.kernel, pt.kernel_ref, pt.params], sort_keys=True, default=str)
+    return json.dumps([pt.gpu, pt.kernel, pt.kernel_ref, pt.params, pt.fidelity, pt.calibration], sort_keys=True,
+                      default=str)
 
 
 def _label(pt, fields: list) -> str:
