@@ -290,7 +290,11 @@ def test_ctrl_c_keeps_every_finished_config_and_the_rerun_resumes(tmp_path):
     argv = [sys.executable, "-m", "gpusim", "tune", "matmul", "--set", "M=1024", "N=1024", "K=1024",
             "--space", "BLOCK_K=[32,64]", "num_stages=[2,3]", "--jobs", "2", "--no-prune", "--out", str(tmp_path)]
     env = dict(os.environ, GPUSIM_RESOURCES="estimated")
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT back to its default in the child: a test run started in the background (a shell without job
+    # control) ignores SIGINT, the child would inherit that, Python would install no KeyboardInterrupt
+    # handler and the tune would run to the end (exit 0)
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     saved = tmp_path / FILE
     deadline = time.time() + 300
     while time.time() < deadline and (not saved.exists() or len(saved.read_text().splitlines()) < 3):
