@@ -63,21 +63,23 @@ def merge(new: Path, into: Path, replace: bool = False) -> int:
         return r["scenario"], int(r["point"])
 
     old = gzip.decompress(into.read_bytes()).decode().splitlines() if into.exists() else []
-    have = {key(x) for x in old}
-    add, fresh = [], {}
+    known = {key(x) for x in old}
+    add, fresh = {}, {}
     for line in new.read_text().splitlines():
         if not line.strip():
             continue
-        if replace and key(line) in have and key(line) not in fresh:
-            fresh[key(line)] = line
-        elif key(line) not in have:
-            have.add(key(line))
-            add.append(line)
-    old = [fresh.get(key(x), x) for x in old]
+        k = key(line)
+        if k in known:
+            if replace:
+                fresh.setdefault(k, line)       # the first line of a point wins
+        else:
+            add.setdefault(k, line)
+    if fresh:
+        old = [fresh.get(key(x), x) for x in old]
     if add or fresh:
         tmp = into.with_name(into.name + ".tmp")
         with open(tmp, "wb") as fb, gzip.GzipFile(fileobj=fb, mode="wb", mtime=0, filename="") as f:
-            f.write("".join(x + "\n" for x in old + add).encode())
+            f.write("".join(x + "\n" for x in old + list(add.values())).encode())
         os.replace(tmp, into)
     return len(add) + len(fresh)
 
