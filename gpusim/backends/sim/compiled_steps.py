@@ -1,7 +1,8 @@
 """The step list with the compiler's view applied: each loop's SIMT steps raised to its compiled
 body's issue and SFU cycles (``issue.py``) and given its dependent-chain cycles as their least time
 (``warp.py``), its tensor steps scaled by the work the compiler duplicates (``duplication.py``), its
-spill traffic set (``spills.py``), all per ``unroll.py`` iterations; the straight-line code's
+spill traffic set (``spills.py``) and the round trips of its tiles staged through registers
+(``staging.register_rounds``), all per ``unroll.py`` iterations; the straight-line code's
 dependent-chain cycles (the compiled body's, else ``straight_estimate.py``'s from the DSL ops)
 shared among the SIMT steps outside loops. Each mechanism's module says
 what it models, how it was measured and what it earns; this module only puts them on the steps."""
@@ -13,6 +14,7 @@ from .duplication import tensor_duplication
 from .issue import body_mixes, loop_issue_cycles
 from .loop_estimate import estimated_loops
 from .spills import loop_spill_bytes_per_thread, spill_bytes_per_iteration
+from .staging import register_rounds
 from .unroll import unroll_factor
 from .straight_estimate import estimated_straight_cycles
 from .warp import loop_latency_cycles, straight_cycles
@@ -69,6 +71,12 @@ def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> 
                  if isinstance(b, SimtStep) else b for b in body)
 
 
+def _rounds(compiled, nloops: int, unroll: int) -> list:
+    """Each compiled loop's ``staging.register_rounds`` (1 where the bodies are unknown)."""
+    bodies = getattr(compiled, "loop_bodies", None) or ()
+    return [register_rounds(b, unroll) for b in bodies] if len(bodies) == nloops else [1.0] * nloops
+
+
 def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -> tuple:
     """The step list with each loop's SIMT steps raised to its compiled body's issue and SFU
     cycles and given its dependent-chain cycles as their least time, its tensor steps scaled by the
@@ -84,6 +92,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
     compiled = getattr(occupancy, "compiled", None)
     loops = [s for s in steps if isinstance(s, LoopStep)]
     latency = [0.0] * len(loops)
+    rounds = [1.0] * len(loops)     # estimated: no SASS to count the copy's registers in
     if compiled is not None:
         unroll = unroll_factor(compiled, program, loops)
         dup = tensor_duplication(compiled, program.num_warps, loops, unroll)
@@ -102,6 +111,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         per_body = loop_latency_cycles(compiled, program.num_warps, cfg)
         if per_body and len(per_body) == len(loops):   # compiled loops in program order
             latency = per_body
+        rounds = _rounds(compiled, len(loops), unroll)
     else:
         from .cost import cta_resources
 
@@ -120,7 +130,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         if isinstance(s, LoopStep):
             i = next(k)
             s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i]), spill_bytes=spill[i],
-                        spill_store_bytes=spill_st[i])
+                        spill_store_bytes=spill_st[i], register_rounds=rounds[i])
         out.append(s)
     steps = tuple(out)
     straight = (straight_cycles(compiled, program.num_warps, cfg) if compiled is not None

@@ -5,7 +5,8 @@ Models: Triton's pipeliner (read from its TTGIR) waits at the top of an iteratio
 a dot are copied ``S - 2`` iterations ahead; tiles loaded into registers are issued when the
 iteration starts, and so are staged tiles cp.async cannot copy (``staging.copies_async``). At one
 stage a staged tile loaded after a dot is requested only once the tiles before that dot have
-arrived (``staging.one_stage_serial``). A CTA blocks only at the first use of a tile that has not
+arrived (``staging.one_stage_serial``), and a staged tile copied through registers waits out its
+round trip once per ``staging.register_rounds``. A CTA blocks only at the first use of a tile that has not
 arrived. A merged step (``loop_group`` iterations) waits out each load's latency once per
 ``max(S - 2, 1)`` iterations it stands for.
 
@@ -59,6 +60,19 @@ def iteration_work(body) -> float:
     """The cycles one iteration's compute steps take on an idle SM, one after another."""
     return sum(s.cycles if type(s) is TensorStep else max(s.vector_cycles, s.sfu_cycles, s.min_cycles)
                for s in body if type(s) in (TensorStep, SimtStep))
+
+
+def through_registers(d: LoopStep, late: list, waits: dict, tensors: dict, cfg) -> tuple:
+    """(the rest of ``late``, its staged tiles cp.async cannot copy, their waits): those go LDG +
+    STS and arrive in ``d.register_rounds`` round trips (``staging.register_rounds``), so each
+    merged step waits out their latency that many times per iteration. At one stage, where every
+    staged tile goes so, ``staging.one_stage_serial`` orders them instead."""
+    rounds = d.register_rounds
+    if rounds <= 1.0 or d.stages <= 1:
+        return late, [], {}
+    regs = [a for a in late if a[0].sram and not staging.copies_async(tensors[a[0].tensor], a[0].shape, cfg)]
+    rest = [a for a in late if not any(a is b for b in regs)]
+    return rest, regs, {k: ((e + 1.0) * rounds - 1.0, c) for k, (e, c) in waits.items()}
 
 
 class PipelinedLoops:
@@ -127,6 +141,7 @@ class PipelinedLoops:
         late = [a for a, ok in zip(aff, ahead_ok) if not ok]
         ahead = -(-dist // g)
         early_waits, late_waits = waits_of(d, g, trips, dist), waits_of(d, g, trips, 0)
+        late, regs, reg_waits = through_registers(d, late, late_waits, tensors, cfg)
         # one stage: no cp.async; staged tiles go LDG -> registers -> STS (staging.one_stage_serial)
         serial = staging.one_stage_serial(d) if d.stages == 1 else None
         inflight = {}
@@ -139,8 +154,10 @@ class PipelinedLoops:
             if early and nxt < nsup and nxt not in inflight:
                 inflight[nxt] = issue(early, nxt, trips, sm, who, early_waits, {})
             ready = inflight.pop(j, None)
-            if late or ready is None:
+            if late or regs or ready is None:
                 ready = issue(late, j, trips, sm, who, late_waits, ready if ready is not None else {})
+                if regs:
+                    ready = issue(regs, j, trips, sm, who, reg_waits, ready)
                 if serial:
                     ready = staging.through_registers(serial, ready, self.now)
             scale = min(g, trips - j * g)

@@ -16,6 +16,21 @@ Models three things the engine and the memory path charge:
 * ``staging_class`` / ``staging_cost``: a staged tile from unaligned rows costs
   ``staged_access_cost[class]`` times its aligned cost. Effect (ablation "misaligned staged tiles"
   off): +1.0 / +4.2 recorded, +0.7 / +7.2 held-out.
+* ``register_rounds``: a tile staged through registers (LDG, then STS) arrives in as many round
+  trips as the compiled loop loads into one register before storing it: ptxas keeps only a few
+  registers for the copy, so each LDG into a register waits for the STS that empties it, which
+  waits for the LDG before. The SASS of a bf16 GEMM over rows 1907 elements apart (64x128x32, 4
+  warps, 2 stages): 32 ``LDG.E.U16`` per thread and iteration into 6 registers, in groups of three,
+  each group stored before the registers are loaded again: 6 round trips per iteration. At K 4512
+  it takes 490 us on an H100; predicted 103 us with one round trip, 513 us with six. Charged at two stages or more, to the tiles
+  cp.async cannot copy; at one stage, where every staged tile goes through registers,
+  ``one_stage_serial`` orders them instead (its K and V reuse the same registers, so counting
+  rounds there charged the same wait twice: decode's median error grew from 7% to 28%).
+  Effect, on the recorded points with such a tile (``benchmarks/sim_points.py --replace``): 208
+  H100 points, median / p90 |error| 25.9 / 65.7% -> 19.5 / 50.8%; the 99 whose loop loads a
+  register more than once (90 GEMMs, 9 split-K GEMVs) 32 -> 18% (GEMMs, signed -32 -> -10%) and
+  31 -> 16% (GEMVs); 14 such H200 GEMMs 20 -> 7%; ``micro/val_stage_dot`` at pad 1, 4 warps,
+  one CTA per SM: -41% -> +1%.
 """
 from __future__ import annotations
 
@@ -62,6 +77,24 @@ def through_registers(serial: tuple, ready: dict, now: float) -> dict:
         if i in ready:
             ready[i] = t + (ready[i] - now)
     return ready
+
+
+def register_rounds(body: tuple, unroll: int = 1) -> float:
+    """Round trips per iteration of the tiles a compiled loop ``body`` (``toolchain/sass_deps``
+    form, ``unroll`` iterations) stages through registers: the most ``LDG`` writes to one register
+    whose value an ``STS`` stores, per iteration; 1 when it stages none that way."""
+    loads: dict = {}
+    stored = set()
+    for ins in body:
+        op, dst, src = (ins.split("|") + ["", ""])[:3]
+        name = op.split(".", 1)[0]
+        if name == "LDG":
+            for r in dst.split():
+                loads[r] = loads.get(r, 0) + 1
+        elif name == "STS":
+            stored.update(r for r in src.split() if r in loads)
+    n = max((loads[r] for r in stored), default=0)
+    return max(1.0, n / max(1, unroll))
 
 
 def staging_class(tensor: ir.TensorArg, tile_shape: tuple, width: int, line_bytes: int = 128) -> str | None:

@@ -85,6 +85,7 @@ class LoopStep:
     body: tuple
     spill_bytes: float = 0.0   # local-memory bytes (spill stores + reloads) one iteration moves
     spill_store_bytes: float = 0.0   # of which stores (STL: written through the L1 to the L2)
+    register_rounds: float = 1.0     # round trips of a tile staged through registers (staging.register_rounds)
 
 
 def lower(ops, shared: set, loads: list) -> list:
