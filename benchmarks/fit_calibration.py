@@ -50,9 +50,10 @@ SIMS = ROOT / "data" / "calibration"
 # judged_round28.md), the round-29 ones once (training hash cb1619ecd542, data/h100/judged_round29.md),
 # the round-30 and round-31 ones once with the fit shipped before they were drawn (training hash
 # c158f7196380, data/h100/judged_round30.md and judged_round31.md), and then joined the training set.
-# The round-32 ones were judged once (training hash b1b00e80cbb9, data/h100/judged_round32.md) and then
-# joined the training set; round 34 was drawn and committed before it was recorded.
-SEALED: tuple = ("_round34.yaml",)
+# The round-32 ones were judged once (training hash b1b00e80cbb9, data/h100/judged_round32.md) and the
+# round-34 ones once (training hash c3d920208121, data/h100/judged_round34.md), each then joining the
+# training set; round 35 is drawn, not yet recorded.
+SEALED: tuple = ("_round35.yaml",)
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each)
 PARAMS = dict(loss="absolute_error", max_iter=1000, learning_rate=0.04, max_leaf_nodes=20, min_samples_leaf=8,
