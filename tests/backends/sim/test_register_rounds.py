@@ -49,3 +49,14 @@ def test_rounds_slow_only_tiles_staged_through_registers(monkeypatch):
     four = {n: simulate("matmul", "h100", N=n, **gemm).time_us for n in (1907, 1920)}
     assert four[1907] > 2.0 * base[1907]           # B's round trips dominate each iteration
     assert four[1920] == pytest.approx(base[1920])  # aligned rows: cp.async, no registers
+
+
+def test_one_stage_loops_are_ordered_by_one_stage_serial_instead(monkeypatch):
+    # at one stage every staged tile goes LDG + STS, and K and V reuse the same registers: the
+    # one-stage order charges that wait already, so the rounds are not charged again
+    gemm = dict(M=96, N=1907, K=256, BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, num_warps=4, num_stages=1,
+                dtype="bf16", check=False, calibration="off")
+    monkeypatch.setenv(RESOURCES_ENV, "estimated")
+    base = simulate("matmul", "h100", **gemm).time_us
+    _with_rounds(monkeypatch, 4.0)
+    assert simulate("matmul", "h100", **gemm).time_us == pytest.approx(base)
