@@ -52,7 +52,8 @@ SIMS = ROOT / "data" / "calibration"
 # c158f7196380, data/h100/judged_round30.md and judged_round31.md), and then joined the training set.
 # The round-32 ones were judged once (training hash b1b00e80cbb9, data/h100/judged_round32.md) and the
 # round-34 ones once (training hash c3d920208121, data/h100/judged_round34.md), each then joining the
-# training set; round 35 is drawn, not yet recorded.
+# training set; the round-35 ones were judged once (training hash 5fcc351e5601,
+# data/h100/judged_round35.md) and join at the next refit.
 SEALED: tuple = ("_round35.yaml",)
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each)
