@@ -22,9 +22,9 @@ Models three things the engine and the memory path charge:
   waits for the LDG before. The SASS of a bf16 GEMM over rows 1907 elements apart (64x128x32, 4
   warps, 2 stages): 32 ``LDG.E.U16`` per thread and iteration into 6 registers, in groups of three,
   each group stored before the registers are loaded again: 6 round trips per iteration. At K 4512
-  it takes 490 us on an H100; predicted 103 us with one round trip, 513 us with six. Charged at two stages or more, to the tiles
-  cp.async cannot copy; at one stage, where every staged tile goes through registers,
-  ``one_stage_serial`` orders them instead (its K and V reuse the same registers, so counting
+  it takes 490 us on an H100; predicted 103 us with one round trip, 513 us with six. Charged at
+  two stages or more, to the tiles cp.async cannot copy (``pipeline.register_staged``); at one
+  stage, where every staged tile goes through registers, ``one_stage_serial`` orders them instead (its K and V reuse the same registers, so counting
   rounds there charged the same wait twice: decode's median error grew from 7% to 28%).
   Effect, on the recorded points with such a tile (``benchmarks/sim_points.py --replace``): 208
   H100 points, median / p90 |error| 25.9 / 65.7% -> 19.5 / 50.8%; the 99 whose loop loads a
