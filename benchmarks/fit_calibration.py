@@ -61,7 +61,7 @@ PARAMS = dict(loss="absolute_error", max_iter=1000, learning_rate=0.04, max_leaf
               l2_regularization=1.0, random_state=0)
 LIMIT = math.log(4.0)                # no correction beyond 4x either way
 MIN_POINTS = 100                     # a GPU with fewer training points gets the transferred model
-STRUCTURE_KEYS = {"align_bytes", "elems_per_thread", "registers", "acc_per_thread"}
+STRUCTURE_KEYS = {"align_bytes", "elems_per_thread", "registers", "acc_per_thread", "compiled"}
 
 
 def load_rows(gpu: str) -> list:
@@ -84,10 +84,19 @@ def load_rows(gpu: str) -> list:
         if b is not None:
             params = json.loads(r.params)
             if set(b.get("structure") or {}) != STRUCTURE_KEYS:    # recorded before the breakdown carried it all:
-                # rebuilt (a trace and the register estimate, no simulation)
-                b["structure"] = F.workload_structure(kernels.build(r.kernel, params))
+                b["structure"] = rebuilt_structure(r.kernel, params, b, gpu)
             rows.append((r.scenario, r.set, r.kernel, params, float(r.measured_us), b))
     return rows
+
+
+def rebuilt_structure(kernel: str, params: dict, b: dict, gpu: str) -> dict:
+    """The structure of a point recorded before its breakdown carried it all: a trace, the register
+    estimate and, where the point was simulated with this machine's triton, the compiled counts
+    (else unknown: another triton built the kernel that was timed)."""
+    from gpusim.toolchain.compile import triton_version
+
+    same = b.get("compiler") == f"triton {triton_version()}"
+    return F.workload_structure(kernels.build(kernel, params), load_gpu(gpu) if same else None)
 
 
 def sealed(scenario: str) -> bool:

@@ -41,12 +41,13 @@ def _init(gpu):
 def _sim(item) -> dict:
     import gpusim
     from gpusim.calibration.features import breakdown
+    from gpusim.hardware import load_gpu
 
     rel, kind, i, kernel, params = item
     t0 = time.time()
     try:
         r = gpusim.simulate(kernel, _GPU, check=False, calibration="off", **params)
-        rec = breakdown(r, gpusim.kernels.build(kernel, params))
+        rec = breakdown(r, gpusim.kernels.build(kernel, params), load_gpu(_GPU))
     except Exception as e:
         rec = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:300]}"}
     rec.update(scenario=rel, set=kind, point=i, kernel=kernel, params=params, gpu_config=str(_GPU),

@@ -79,6 +79,6 @@ def apply(r, cfg, mode: str = "on", workload=None):
     if cal is None:
         return replace(r, time_us_sim=r.time_us, calibration="off", calibration_factor=1.0)
     fitted = mode == "on" and is_fitted(cfg, cal)
-    c = apply_breakdown(F.breakdown(r, workload), r.params, r.kernel, cfg.name, cal, fitted=fitted)
+    c = apply_breakdown(F.breakdown(r, workload, cfg), r.params, r.kernel, cfg.name, cal, fitted=fitted)
     return replace(r, time_us=c["time_us"], time_us_sim=r.time_us, calibration=c["label"],
                    calibration_factor=c["factor"], calibrated_interval=(c["lo"], c["hi"], c["family"]))

@@ -155,6 +155,22 @@ def test_structure_sees_register_pressure():
     assert ew["acc_per_thread"] == 1.0 and ew["registers"] >= 1
 
 
+@pytest.mark.slow
+def test_compiled_counts_see_narrow_copies_and_are_unknown_without_the_compiler(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("GPUSIM_RESOURCES", "auto")
+    cfg = load_gpu("h100")
+    odd = F.compiled_structure(gpusim.kernels.build("elementwise_fused", {"n": 1001, "BLOCK": 1024, "num_warps": 1}), cfg)
+    even = F.compiled_structure(gpusim.kernels.build("elementwise_fused", {"n": 1024, "BLOCK": 1024, "num_warps": 1}), cfg)
+    assert odd["narrow_accesses"] > 0 == even["narrow_accesses"]              # odd rows: 2-byte accesses
+    assert odd["global_accesses"] > even["global_accesses"] > 0
+    monkeypatch.setenv("GPUSIM_RESOURCES", "estimated")
+    wl = gpusim.kernels.build("elementwise_fused", {"n": 1024, "BLOCK": 1024, "num_warps": 1})
+    assert F.compiled_structure(wl, cfg) is None
+    f = F.structure({}, [], F.workload_structure(wl, cfg))
+    assert all(f[f"log2_sass_{k}"] == -1.0 for k in F.COMPILED)
+
+
 def test_bad_mode_is_one_line():
     with pytest.raises(ValueError, match="calibration must be .on., .off. or .transferred."):
         gpusim.simulate("rmsnorm", "h100", calibration="maybe", rows=8, cols=64)
