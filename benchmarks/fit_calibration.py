@@ -53,7 +53,9 @@ SIMS = ROOT / "data" / "calibration"
 # The round-32 ones were judged once (training hash b1b00e80cbb9, data/h100/judged_round32.md) and the
 # round-34 ones once (training hash c3d920208121, data/h100/judged_round34.md), each then joining the
 # training set; the round-35 ones were judged once (training hash 5fcc351e5601,
-# data/h100/judged_round35.md) and then joined the training set. Round 36 is sealed until it is judged.
+# data/h100/judged_round35.md) and then joined the training set; so did the round-36 ones, judged once
+# (training hash fc190c9e77c4, data/h100/judged_round36.md). The round-37 ones were judged once (training
+# hash 805224574e78, data/h100/judged_round37.md) and join at the next refit. Round 38 is sealed until it is judged.
 SEALED: tuple = ("_round37.yaml", "_round38.yaml")
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each; 63 leaves a tree at twice the rate
