@@ -54,9 +54,10 @@ SIMS = ROOT / "data" / "calibration"
 # round-34 ones once (training hash c3d920208121, data/h100/judged_round34.md), each then joining the
 # training set; the round-35 ones were judged once (training hash 5fcc351e5601,
 # data/h100/judged_round35.md) and then joined the training set; so did the round-36 ones, judged once
-# (training hash fc190c9e77c4, data/h100/judged_round36.md). The round-37 ones were judged once (training
-# hash 805224574e78, data/h100/judged_round37.md) and join at the next refit. Rounds 38 and 39 are sealed until each is judged.
-SEALED: tuple = ("_round37.yaml", "_round38.yaml", "_round39.yaml")
+# (training hash fc190c9e77c4, data/h100/judged_round36.md). The round-37 and round-38 ones were judged once with
+# the same fit (training hash 805224574e78, data/h100/judged_round37.md and judged_round38.md) and then
+# joined the training set. Round 39 is sealed until it is judged.
+SEALED: tuple = ("_round39.yaml",)
 # chosen by grouped cross-validation on the training points only (absolute error: the residuals have
 # heavy tails; pooling both GPUs beat one model per GPU on each; 63 leaves a tree at twice the rate
 # and 600 trees beat 20 leaves and 1000 trees: median / p90 |error| h100 4.50 / 16.7 -> 4.17 / 16.0%,
@@ -64,6 +65,12 @@ SEALED: tuple = ("_round37.yaml", "_round38.yaml", "_round39.yaml")
 PARAMS = dict(loss="absolute_error", max_iter=600, learning_rate=0.08, max_leaf_nodes=63, min_samples_leaf=8,
               l2_regularization=1.0, random_state=0)
 LIMIT = math.log(4.0)                # no correction beyond 4x either way
+# the miscoverage the fitted model's conformal quantiles are computed at: 0.08, not 0.10, for the
+# intervals labelled 90%. Twelve sealed rounds (26-32, 34-38), each judged once, held 86.6% of their
+# points on average at 0.10 (80-94%); a new round is drawn after the fit, and cross-validation that holds
+# whole rounds out (the training points only) holds 90.8% of sealed-type points at 0.10 and 92.9% at
+# 0.08, at median widths of 23% and 25%
+ALPHA = 0.08
 MIN_POINTS = 100                     # a GPU with fewer training points gets the transferred model
 STRUCTURE_KEYS = {"align_bytes", "elems_per_thread", "registers", "acc_per_thread", "compiled"}
 
@@ -163,12 +170,12 @@ def conformal(res: np.ndarray, alpha: float = 0.1) -> list:
     return [float(-np.quantile(-res, qlo)), float(np.quantile(res, qlo))]
 
 
-def quantiles(res, fams) -> dict:
-    out = {"pooled": conformal(res)}
+def quantiles(res, fams, alpha: float = 0.1) -> dict:
+    out = {"pooled": conformal(res, alpha)}
     for f in sorted(set(fams)):
         r = res[fams == f]
         if len(r) >= 20:
-            out[f] = conformal(r)
+            out[f] = conformal(r, alpha)
     return out
 
 
@@ -208,7 +215,7 @@ def fit_all(gpus) -> dict:
     for g, (Xg, yg, gg, fg) in mats.items():
         sel = gpu_of == g
         res = (yg - pred[sel]) / sigma[sel]
-        out["gpus"][g] = {"quantiles": quantiles(res, fg), "ranges": ranges(Xg, fg, F.FEATURES), "n": int(len(yg)),
+        out["gpus"][g] = {"quantiles": quantiles(res, fg, ALPHA), "ranges": ranges(Xg, fg, F.FEATURES), "n": int(len(yg)),
                           "scenarios": int(len(set(gg))), "config_hash": load_gpu(g).config_hash()}
         out["cv"][g] = {"mechanistic": summary(100 * (np.exp(-yg) - 1)),
                         "calibrated": summary(100 * (np.exp(pred[sel] - yg) - 1))}

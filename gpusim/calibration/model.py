@@ -4,7 +4,7 @@ The fitted file (``gpusim/data/calibration.json``, written by ``benchmarks/fit_c
 holds one ``fitted`` model: gradient-boosted regression trees over ``features.FEATURES`` (the GPU's
 own balance among them) that predict ``log(measured / mechanistic)``, trained on the points of
 every GPU with recorded points; and per such GPU the training range of every feature and
-split-conformal quantiles per kernel family (5% and 95%: a 90% interval) of the out-of-fold
+split-conformal quantiles per kernel family (4% and 96%, for a 90% interval: ``fit_calibration.ALPHA``) of the out-of-fold
 residuals normalized by each point's difficulty: a second set of trees (``scale``) predicts the
 typical |residual| of a point from its features, so an easy point gets a narrow interval and a
 hard one a wide one, and the quantiles of residual / difficulty set the coverage. One ``transferred`` model over ``features.STRUCTURE`` alone, trained on every GPU's points, serves a
