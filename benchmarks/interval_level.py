@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 import fit_calibration as FC  # noqa: E402
 from gpusim.calibration import features as F  # noqa: E402
-from gpusim.calibration.model import Trees  # noqa: E402
 
 LEVELS = (0.10, 0.08, 0.06)
 
@@ -39,18 +38,12 @@ def round_of(scenario: str, table: dict) -> int:
 
 def oof(X, y, folds) -> tuple:
     """Out-of-fold predictions and difficulties (as ``fit_calibration.scale_oof``) over ``folds``."""
-    p = np.zeros_like(y)
-    for tr, te in folds:
-        p[te] = Trees(FC.fit_trees(X[tr], y[tr])).predict(X[te])
-    s = np.zeros_like(y)
-    for tr, te in folds:
-        s[te] = Trees(FC.fit_trees(X[tr], np.abs(y - p)[tr])).predict(X[te])
-    return p, np.maximum(s, FC.SCALE_FLOOR)
+    p = FC.oof_folds(X, y, folds)
+    return p, np.maximum(FC.oof_folds(X, np.abs(y - p), folds), FC.SCALE_FLOOR)
 
 
 def main() -> int:
     import pandas as pd
-    from sklearn.model_selection import GroupKFold
 
     data = {g: rows for g, rows in FC.train_rows(["h100", "h200"]).items() if rows}
     rows = [r for g in data for r in data[g]]
@@ -60,9 +53,9 @@ def main() -> int:
     table = dict(zip(pts.scenario, pts["round"]))
     rounds = np.array([round_of(s, table) for s in scen])
     groups = np.array([f"{g}:{s}" for g, s in zip(gpu, scen)])
-    by_round = list(GroupKFold(5).split(X, y, rounds))
+    by_round = FC.group_folds(X, y, rounds)
     pr, sr = oof(X, y, by_round)
-    ps, ss = oof(X, y, list(GroupKFold(5).split(X, y, groups)))
+    ps, ss = oof(X, y, FC.group_folds(X, y, groups))
     z_round, z_scen = (y - pr) / sr, (y - ps) / ss
     sealed_type = np.array(["round" in s for s in scen])
     tiles = np.array(["_tiles_" in s for s in scen])
