@@ -185,6 +185,9 @@ class GPUConfig(BaseModel):
     # body, a CTA's loop iteration takes at least as long as its warps' dependent chains allow.
     # Empty = no latency floor (ideal). Fitted by benchmarks/fit_latency.py to dependent chains.
     dependent_latency_cycles: dict[str, NonNegativeFloat] = {}
+    # spill reloads (LDL) one warp keeps in flight: the next waits for the oldest to return
+    # (backends/sim/warp.py). None = no limit (ideal).
+    spill_reloads_in_flight_per_warp: PositiveInt | None = None
     # SM-wide units the warp scoreboard shares among the schedulers: warp-shuffle results and
     # shared-memory bytes per clock per SM (CUDA C++ Programming Guide, arithmetic instruction
     # throughput: 32 shuffles per clock per SM on cc 7.x-9.0; 32 banks of 4 bytes per clock)

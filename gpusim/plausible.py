@@ -53,6 +53,7 @@ PLAUSIBLE = {
     "warp_load_bytes_per_clk": (0.1, 1024, ()),              # ~3.5 measured (LDG into registers)
     "dependent_latency_cycles": (0, 10000, ()),              # 0 .. 120 fitted (cycles per class)
     "shuffle_lanes_per_clk_per_sm": (1, 4096, ()),           # 32
+    "spill_reloads_in_flight_per_warp": (1, 64, ()),         # 3 measured (H100)
     "shared_bytes_per_clk_per_sm": (16, 1 << 16, ()),        # 128
     "power_limit_w": (10, 1e4, ((1e3, "kW"),)),              # 400 (A100 SXM) .. 700 W (H100/H200 SXM)
     "idle_power_w": (0, 5000, ()),                           # ~80 W measured (H200 idle)

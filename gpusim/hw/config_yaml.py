@@ -23,7 +23,8 @@ MEASURED = ("l2_bandwidth_bytes_per_s", "l2_write_bandwidth_bytes_per_s", "l2_la
             "hbm_read_bandwidth_bytes_per_s", "hbm_write_bandwidth_bytes_per_s", "hbm_copy_bandwidth_bytes_per_s",
             "hbm_latency_cycles", "tensor_flops_per_s", "fp32_flops_per_s", "sfu_ops_per_clk_per_sm",
             "simt_lane_ops_per_clk_per_sm", "launch_overhead_us", "sync_overhead_us", "cta_dispatch_ns",
-            "warp_load_bytes_per_clk", "cta_async_fill_bytes_per_clk", "dependent_latency_cycles", "idle_power_w")
+            "warp_load_bytes_per_clk", "cta_async_fill_bytes_per_clk", "dependent_latency_cycles",
+            "spill_reloads_in_flight_per_warp", "idle_power_w")
 # fields that correct the first-order model: efficiency tables, fitted laws and energies
 CORRECTIONS = ("tensor_tile_efficiency", "tensor_simt_overlap", "scalar_access_per_clk_per_sm", "staged_access_cost",
                "hbm_piece_efficiency", "l2_fetch_bytes", "request_latency_cycles", "l2_coalesced_fraction",

@@ -42,11 +42,14 @@ def estimated_duplication(loops: list) -> float:
     return max(1.0, sum(b.flops * b.est_dup for b in steps) / tile) if tile else 1.0
 
 
-def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> tuple:
+def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0, reloads: bool = False) -> tuple:
     """A loop body with its tensor steps scaled by ``dup`` (None: each step's own ``est_dup``),
     its SIMT steps raised to the compiled loop's issue and SFU cycles per iteration (never
     lowered), and ``latency`` (the compiled body's dependent-chain cycles) shared among its SIMT
-    steps, in proportion to their pipe time, as the least time they take."""
+    steps, in proportion to their pipe time, as the least time they take. A body without SIMT
+    steps whose compiled loop reloads spilled registers (``reloads``) gets a step that holds no
+    pipe and lasts what the chain takes beyond its tensor steps: the iteration takes at least the
+    chain (a split-K GEMV that spills: ``benchmarks/spill_reload_chain.py``)."""
     from dataclasses import replace
 
     from .steps import SimtStep, TensorStep
@@ -65,6 +68,9 @@ def _scaled_body(body: tuple, dup, issue, unroll: int, latency: float = 0.0) -> 
     body = tuple(replace(b, vector_cycles=b.vector_cycles * fv, sfu_cycles=b.sfu_cycles * fs)
                  if isinstance(b, SimtStep) else b for b in body)
     pipe = sum(max(b.vector_cycles, b.sfu_cycles) for b in body if isinstance(b, SimtStep))
+    if latency > 0 and not pipe and reloads:
+        rest = latency / unroll - sum(b.cycles for b in body if isinstance(b, TensorStep))
+        return body + (SimtStep(0.0, 0.0, 0.0, 0.0, min_cycles=rest),) if rest > 0 else body
     if latency <= 0 or not pipe:
         return body
     return tuple(replace(b, min_cycles=latency / unroll * max(b.vector_cycles, b.sfu_cycles) / pipe)
@@ -112,6 +118,7 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         if per_body and len(per_body) == len(loops):   # compiled loops in program order
             latency = per_body
         rounds = _rounds(compiled, len(loops), unroll)
+        reloads = [a > b for a, b in zip(spill, spill_st)]      # the compiled loop reloads spilled registers
     else:
         from .cost import cta_resources
 
@@ -124,12 +131,14 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
             latency, issue = [c for c, _ in body], [i for _, i in body]
         spill = [est] * len(loops)
         spill_st = [est / 2.0] * len(loops)     # every register past the limit is stored and reloaded once
+        reloads = [False] * len(loops)          # no SASS: the DSL's chains hold no reloads
     k = iter(range(len(loops)))
     out = []
     for s in steps:
         if isinstance(s, LoopStep):
             i = next(k)
-            s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i]), spill_bytes=spill[i],
+            s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i], reloads[i]),
+                        spill_bytes=spill[i],
                         spill_store_bytes=spill_st[i], register_rounds=rounds[i])
         out.append(s)
     steps = tuple(out)

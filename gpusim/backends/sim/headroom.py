@@ -29,6 +29,7 @@ MORE = frozenset((
     "fp32_flops_per_s", "sfu_ops_per_clk_per_sm", "simt_lane_ops_per_clk_per_sm",
     "scalar_access_per_clk_per_sm", "hbm_piece_efficiency", "warp_issue_per_clk_per_sm",
     "cta_async_fill_bytes_per_clk", "warp_load_bytes_per_clk", "shuffle_lanes_per_clk_per_sm",
+    "spill_reloads_in_flight_per_warp",
     "shared_bytes_per_clk_per_sm", "power_limit_w"))
 # less is better: latencies and overheads
 LESS = frozenset(("l2_latency_cycles", "hbm_latency_cycles", "cta_dispatch_ns", "request_latency_cycles",

@@ -16,7 +16,12 @@ later, by class (``GPUConfig.dependent_latency_cycles``, measured by dependent c
 
 * ``local``: a register spill's reload (LDL), a round trip to the L2 (``GPUConfig.l2_latency_cycles``
   unless ``dependent_latency_cycles`` names its own): the L1 writes every spill store through to
-  the L2 and the reloads miss it (ncu on the H200, ``micro/ncu_probe_round16.json``). Not
+  the L2 and the reloads miss it (ncu on the H200, ``micro/ncu_probe_round16.json``). A warp keeps
+  at most ``GPUConfig.spill_reloads_in_flight_per_warp`` reloads in flight: the next waits for the
+  oldest to return (``benchmarks/spill_reload_chain.py``: spilling split-K GEMVs on the H100 take
+  about a third of the round trip per reload, where independent reloads issued back to back would
+  take a few cycles each; the limit, 4, was chosen on the recorded points that spill, docs/model.md).
+  Not
   modelled: reloads that hit the L1 (few spilled bytes, no shared memory, no streaming loads beside
   them) are charged the same round trip.
 
@@ -100,6 +105,8 @@ def _start(ins, w, lat, sh):
         start = sh[cls]
     if cls == "barrier" and w["stores"] > start:
         start = w["stores"]
+    if cls == "local" and sh["slots"] and len(w["loads"]) >= sh["slots"] and w["loads"][-sh["slots"]] > start:
+        start = w["loads"][-sh["slots"]]     # the oldest of the warp's reloads in flight returns first
     return start
 
 
@@ -112,6 +119,8 @@ def _issue(ins, w, start, lat, sh):
         w["stores"] = max(w["stores"], start + lat["shared_store"])
     elif cls != "free" and cls != "barrier":
         done = start + lat[cls]
+    if cls == "local" and sh["slots"]:
+        w["loads"] = (w["loads"] + [done])[-sh["slots"]:]
     for r in dst:
         w["ready"][r] = done
     sh["free"] = start + 1.0
@@ -119,12 +128,13 @@ def _issue(ins, w, start, lat, sh):
     w["pc"] += 1
 
 
-def _run(code: tuple, lat: dict, rate: dict, iterations: int, warps: int) -> list:
+def _run(code: tuple, lat: dict, rate: dict, iterations: int, warps: int, slots: int = 0) -> list:
     """Cycle at which the warps finish each of ``iterations`` passes over the body, ``warps``
     identical warps sharing one scheduler (each in order; the scheduler issues one instruction
-    per clock, the earliest ready; a barrier releases when every warp has reached it)."""
-    ws = [{"t": 0.0, "ready": {}, "stores": 0.0, "pc": 0} for _ in range(warps)]
-    sh = {"free": 0.0, "rate": rate, **{k: 0.0 for k in rate}}
+    per clock, the earliest ready; a barrier releases when every warp has reached it; a warp
+    keeps at most ``slots`` spill reloads in flight, 0: any number)."""
+    ws = [{"t": 0.0, "ready": {}, "stores": 0.0, "pc": 0, "loads": []} for _ in range(warps)]
+    sh = {"free": 0.0, "rate": rate, "slots": slots, **{k: 0.0 for k in rate}}
     n = len(code)
     ends = []
     for _ in range(iterations):
@@ -147,39 +157,42 @@ def _run(code: tuple, lat: dict, rate: dict, iterations: int, warps: int) -> lis
     return ends
 
 
-def iteration_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4) -> float:
+def iteration_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4,
+                     reloads_in_flight: int = 0) -> float:
     """Steady-state cycles per pass over ``body`` (instruction strings) of one CTA of ``num_warps``
     warps: ``ceil(num_warps / schedulers)`` of them share each scheduler, and the SM-wide units in
     ``rates`` (per clock per SM: ``mufu`` lanes, ``shfl`` lanes, ``shared`` bytes) are split among
     the ``min(num_warps, schedulers)`` schedulers in use. The mean of passes 3 and 4, after the
     loop-carried registers settle. Memoised: every launch of a sweep that shares a compiled kernel
     asks the same question."""
-    return _passes(body, latency, rates, num_warps, schedulers, 4)
+    return _passes(body, latency, rates, num_warps, schedulers, 4, reloads_in_flight)
 
 
-def pass_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4) -> float:
+def pass_cycles(body: tuple, latency: dict, rates: dict, num_warps: int = 1, schedulers: int = 4,
+                reloads_in_flight: int = 0) -> float:
     """Cycles one CTA's warps take to issue straight-line code once (``body``: the instructions
     outside every loop), each instruction waiting for the results it reads, as ``iteration_cycles``
     schedules a loop body: what a kernel's single pass, prologue and epilogue take at least."""
-    return _passes(body, latency, rates, num_warps, schedulers, 1)
+    return _passes(body, latency, rates, num_warps, schedulers, 1, reloads_in_flight)
 
 
-def _passes(body, latency: dict, rates: dict, num_warps: int, schedulers: int, passes: int) -> float:
+def _passes(body, latency: dict, rates: dict, num_warps: int, schedulers: int, passes: int, slots: int = 0) -> float:
     if not body or not latency:
         return 0.0
     return _scheduled(tuple(body), tuple(sorted(latency.items())), tuple(sorted(rates.items())),
-                      max(1, int(num_warps)), schedulers, passes)
+                      max(1, int(num_warps)), schedulers, passes, int(slots or 0))
 
 
 @lru_cache(maxsize=8192)
-def _scheduled(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int, passes: int) -> float:
+def _scheduled(body: tuple, latency: tuple, rates: tuple, num_warps: int, schedulers: int, passes: int,
+               slots: int = 0) -> float:
     """One pass's cycles (``passes`` 1), or the steady state of a loop: the mean of passes 3 and 4."""
     given, rate = dict(latency), dict(rates)
     lat = {k: float(given.get(k, 0.0)) for k in LATENCY_CLASSES}
     active = min(num_warps, schedulers)
     # the SFU is per sub-partition (a quarter of the SM's); shuffles and shared memory are SM-wide
     per = {"mufu": rate["mufu"] / schedulers, "shfl": rate["shfl"] / active, "shared": rate["shared"] / active}
-    ends = _run(_decoded(body), lat, per, passes, -(-num_warps // schedulers))
+    ends = _run(_decoded(body), lat, per, passes, -(-num_warps // schedulers), slots)
     return ends[0] if passes == 1 else (ends[3] - ends[1]) / 2.0
 
 
@@ -192,13 +205,19 @@ def loop_latency_cycles(compiled, num_warps: int, cfg: GPUConfig) -> list | None
     if not bodies or not cfg.dependent_latency_cycles:
         return None
     lat = latencies(cfg)
-    return [iteration_cycles(b, lat, scoreboard_rates(cfg), num_warps, schedulers(cfg)) for b in bodies]
+    return [iteration_cycles(b, lat, scoreboard_rates(cfg), num_warps, schedulers(cfg), reload_slots(cfg))
+            for b in bodies]
 
 
 def latencies(cfg: GPUConfig) -> dict:
     """The scoreboard's latency per class on ``cfg``: the measured classes, and a spill reload's
     (``local``): a round trip to the L2 unless the config names its own."""
     return {"local": cfg.l2_latency_cycles, **cfg.dependent_latency_cycles}
+
+
+def reload_slots(cfg: GPUConfig) -> int:
+    """The spill reloads one warp keeps in flight on ``cfg`` (0: no limit)."""
+    return int(cfg.spill_reloads_in_flight_per_warp or 0)
 
 
 SUBPARTITIONS = 4      # an SM's warp schedulers, each with its share of the SFUs
@@ -225,4 +244,4 @@ def straight_cycles(compiled, num_warps: int, cfg: GPUConfig) -> float:
     body = getattr(compiled, "straight_body", None)
     if not body or not cfg.dependent_latency_cycles:
         return 0.0
-    return pass_cycles(body, latencies(cfg), scoreboard_rates(cfg), num_warps, schedulers(cfg))
+    return pass_cycles(body, latencies(cfg), scoreboard_rates(cfg), num_warps, schedulers(cfg), reload_slots(cfg))

@@ -155,3 +155,24 @@ def test_a_spill_reload_takes_the_l2_round_trip_unless_the_config_names_its_own(
     assert warp.latencies(cfg)["local"] == cfg.l2_latency_cycles
     own = cfg.model_copy(update={"dependent_latency_cycles": {**cfg.dependent_latency_cycles, "local": 40.0}})
     assert warp.latencies(own)["local"] == 40.0
+
+
+def _reloads(n):
+    """n independent spill reloads, each read once by an add."""
+    return tuple(f"LDL|R{10 + k}|R1" for k in range(n)) + tuple(f"FADD|R{40 + k}|R{10 + k} R2" for k in range(n))
+
+
+def test_a_warp_keeps_only_its_reload_slots_in_flight():
+    lat = {**LAT, "local": 300}
+    # no limit: the twelve reloads issue back to back and return together, about one round trip
+    free = warp.iteration_cycles(_reloads(12), lat, RATES)
+    assert free < 300 + 2 * 12 + 5
+    # three slots: four rounds of three reloads, each a round trip
+    assert warp.iteration_cycles(_reloads(12), lat, RATES, reloads_in_flight=3) == pytest.approx(4 * 300, rel=0.05)
+
+
+def test_more_reload_slots_never_take_longer():
+    lat = {**LAT, "local": 300}
+    times = [warp.iteration_cycles(_reloads(12), lat, RATES, num_warps=8, reloads_in_flight=k) for k in range(1, 14)]
+    assert all(b <= a + 1e-9 for a, b in zip(times, times[1:]))
+    assert times[-1] == pytest.approx(warp.iteration_cycles(_reloads(12), lat, RATES, num_warps=8))

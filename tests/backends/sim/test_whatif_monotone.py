@@ -39,13 +39,13 @@ MORE = ("sm_count", "clock_hz", "sram_bytes_per_sm", "sram_bytes_per_cta_max", "
         "fp32_flops_per_s", "sfu_ops_per_clk_per_sm", "simt_lane_ops_per_clk_per_sm",
         "scalar_access_per_clk_per_sm", "hbm_piece_efficiency", "warp_issue_per_clk_per_sm",
         "cta_async_fill_bytes_per_clk", "warp_load_bytes_per_clk", "shuffle_lanes_per_clk_per_sm",
-        "shared_bytes_per_clk_per_sm", "power_limit_w")
+        "shared_bytes_per_clk_per_sm", "spill_reloads_in_flight_per_warp", "power_limit_w")
 # less is better: latencies and overheads (faster = divided by the factor)
 LESS = ("l2_latency_cycles", "hbm_latency_cycles", "cta_dispatch_ns", "request_latency_cycles",
         "dependent_latency_cycles", "launch_overhead_us", "sync_overhead_us")
 FIELDS = MORE + LESS
 INTEGER = ("sm_count", "sram_bytes_per_sm", "sram_bytes_per_cta_max", "registers_per_sm", "max_ctas_per_sm",
-           "max_warps_per_sm", "l2_bytes", "l2_ways", "hbm_bytes")
+           "max_warps_per_sm", "l2_bytes", "l2_ways", "hbm_bytes", "spill_reloads_in_flight_per_warp")
 
 
 def _scaled(v, f: float, field: str):
