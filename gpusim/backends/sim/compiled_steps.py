@@ -118,7 +118,6 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
         if per_body and len(per_body) == len(loops):   # compiled loops in program order
             latency = per_body
         rounds = _rounds(compiled, len(loops), unroll)
-        reloads = [a > b for a, b in zip(spill, spill_st)]      # the compiled loop reloads spilled registers
     else:
         from .cost import cta_resources
 
@@ -131,14 +130,13 @@ def adjust_loops(steps: tuple, program: ir.Program, occupancy, cfg: GPUConfig) -
             latency, issue = [c for c, _ in body], [i for _, i in body]
         spill = [est] * len(loops)
         spill_st = [est / 2.0] * len(loops)     # every register past the limit is stored and reloaded once
-        reloads = [False] * len(loops)          # no SASS: the DSL's chains hold no reloads
     k = iter(range(len(loops)))
     out = []
     for s in steps:
         if isinstance(s, LoopStep):
             i = next(k)
-            s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i], reloads[i]),
-                        spill_bytes=spill[i],
+            reloads = compiled is not None and spill[i] > spill_st[i]     # estimated: no reloads in its chains
+            s = replace(s, body=_scaled_body(s.body, dup, issue[i], unroll, latency[i], reloads), spill_bytes=spill[i],
                         spill_store_bytes=spill_st[i], register_rounds=rounds[i])
         out.append(s)
     steps = tuple(out)
