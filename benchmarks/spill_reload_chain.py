@@ -5,9 +5,9 @@ For every recorded H100 point of ``gemv_splitk`` whose simulation spills: its ke
 (Triton's compiler, no GPU) for the LDL and STL count of one loop iteration per thread, and
 measured time x clock / (waves x trips x LDL per iteration) is printed beside measured /
 simulated. Where the simulation is far too fast, that figure clusters near a third of the L2
-round trip (``l2_latency_cycles``): a warp keeps only about three reloads in flight, which the
-scoreboard (``backends/sim/warp.py``, which lets independent reloads issue back to back) does
-not limit.
+round trip (``l2_latency_cycles``): a warp keeps only a few reloads in flight. The scoreboard
+(``backends/sim/warp.py``) now limits them (``spill_reloads_in_flight_per_warp``); the figures
+read the stored breakdowns, so run against the simulations made before that limit.
 
 usage: python benchmarks/spill_reload_chain.py [--jobs 2]      # about 2 min on 2 cores, needs triton
 """
