@@ -20,7 +20,7 @@ later, by class (``GPUConfig.dependent_latency_cycles``, measured by dependent c
   at most ``GPUConfig.spill_reloads_in_flight_per_warp`` reloads in flight: the next waits for the
   oldest to return (``benchmarks/spill_reload_chain.py``: spilling split-K GEMVs on the H100 take
   about a third of the round trip per reload, where independent reloads issued back to back would
-  take a few cycles each; the limit, 4, was chosen on the recorded points that spill, docs/model.md).
+  take a few cycles each; the limit, 6, was chosen on the recorded training points that spill, docs/model.md).
   Not
   modelled: reloads that hit the L1 (few spilled bytes, no shared memory, no streaming loads beside
   them) are charged the same round trip.
