@@ -352,14 +352,19 @@ class GPUConfig(BaseModel):
 
     def tile_efficiency(self, m: int, n: int, k: int, num_warps: int) -> float:
         """Tensor-pipe efficiency for a dot tile; nearest measured shape in log space, 1.0 if none."""
+        e = self.tile_entry(m, n, k, num_warps)
+        return 1.0 if e is None else e.efficiency
+
+    def tile_entry(self, m: int, n: int, k: int, num_warps: int):
+        """The measured tile (``tensor_tile_efficiency``) nearest a dot tile in log space; None if none."""
         if not self.tensor_tile_efficiency:
-            return 1.0
+            return None
         import math
 
         def d(e):
             return (abs(math.log2(e.m / m)) + abs(math.log2(e.n / n)) + abs(math.log2(e.k / k))
                     + 0.5 * abs(math.log2(e.num_warps / num_warps)))
-        return min(self.tensor_tile_efficiency, key=lambda e: (d(e), e.m, e.n, e.k, e.num_warps)).efficiency
+        return min(self.tensor_tile_efficiency, key=lambda e: (d(e), e.m, e.n, e.k, e.num_warps))
 
     def config_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()[:16]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...compiler import ESTIMATE, CompilerView, registers, view_of
-from ...compiler.layouts import Graph, blocked_split, dot_layouts, mma_issued
+from ...compiler.layouts import Graph, blocked_split, dot_layouts, mma_issued, warps_per_tile
 from ...compiler.sass_mix import MATH, fma_dot_issue
 from ...dsl.dtypes import dot_mode
 from ...hardware import GPUConfig
@@ -105,8 +105,29 @@ def dot_cost(op, cfg: GPUConfig, num_warps: int) -> OpCost:
     # the efficiency table holds 16-bit tiles: an fp8 tile of depth k has the bytes and the MMA
     # instructions (k = 32 each) of a 16-bit tile of depth k / 2
     k_eff = max(1, k * ir.DTYPE_BYTES[dt] // 2)
-    rate = cfg.tensor_flops_per_clk_per_sm(dt) * cfg.tile_efficiency(m, n, k_eff, num_warps)
+    rate = cfg.tensor_flops_per_clk_per_sm(dt) * issued_efficiency(cfg, m, n, k_eff, num_warps)
     return OpCost(tensor_cycles=flops / rate, tensor_flops=flops)
+
+
+def issued_efficiency(cfg: GPUConfig, m: int, n: int, k: int, num_warps: int) -> float:
+    """The tensor pipe's efficiency on the MMA work a dot's warps issue. The nearest measured tile
+    (``GPUConfig.tile_entry``) gives its tile's FLOPs over its time, with the MMA work its own warps
+    repeated included (``mma_issued``: a 16 x 16 tile on 4 warps computes each 16 x 8 block twice,
+    on other sub-partitions, in the same time). The step's FLOPs are scaled by the dot's own
+    repeats (the compiled loop's, or ``mma_duplication``), so the repeats both share are counted
+    once: the efficiency is the measured one times the fewer of the two (a 16 x 16 tile on 8 warps,
+    4 repeats, costs twice the measured tile; on 2 warps, none, the same: one warp's dependent
+    chain is no shorter)."""
+    e = cfg.tile_entry(m, n, k, num_warps)
+    if e is None:
+        return 1.0
+    arch = cfg.compute_capability or 0
+
+    def repeats(mm, nn, warps):
+        kind = "v3" if arch >= 90 and warps % 4 == 0 and mm % 64 == 0 and nn % 8 == 0 else "v2"
+        rows, cols = mma_issued(kind, mm, nn, *warps_per_tile(mm, nn, warps, kind, False))
+        return max(1.0, rows * cols / float(mm * nn))
+    return e.efficiency * min(repeats(e.m, e.n, e.num_warps), repeats(m, n, num_warps))
 
 
 def vector_flops(op) -> float:

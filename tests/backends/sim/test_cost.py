@@ -137,6 +137,31 @@ def test_mma_duplication_of_small_mma_sync_tiles():
     assert compiled_steps.estimated_duplication(loops) == pytest.approx(24576 * 4 / 65536)
 
 
+def test_repeats_of_a_measured_tile_are_counted_once():
+    """A tile efficiency is a tile's FLOPs over its measured time; the 16 x 16 tile was measured on 4
+    warps, which compute each 16 x 8 block twice (on other sub-partitions, in that time). The step's
+    FLOPs are scaled by the dot's own repeats, so the shared repeats are taken out of the rate: on
+    4 warps the step costs the measured tile's time (2 repeats at twice the rate), on 8 warps
+    twice it (4 repeats), on 2 warps (no repeat) the measured time. Tiles of 64 rows or more repeat
+    nothing on 4 warps: unchanged."""
+    from gpusim.hardware import TileEfficiency
+
+    cfg = load_gpu("h100-ideal").model_copy(update={"tensor_tile_efficiency": [
+        TileEfficiency(m=16, n=16, k=64, num_warps=4, efficiency=0.05),
+        TileEfficiency(m=128, n=128, k=64, num_warps=4, efficiency=0.9)]})
+    assert cost.issued_efficiency(cfg, 16, 16, 64, 4) == pytest.approx(0.10)
+    assert cost.issued_efficiency(cfg, 16, 16, 64, 8) == pytest.approx(0.10)
+    assert cost.issued_efficiency(cfg, 16, 16, 64, 2) == pytest.approx(0.05)
+    assert cost.issued_efficiency(cfg, 128, 128, 64, 4) == pytest.approx(0.9)
+    measured = 2 * 16 * 16 * 64 / (cfg.tensor_flops_per_clk_per_sm("fp16") * 0.05)
+    for warps, times in ((2, 1.0), (4, 1.0), (8, 2.0)):
+        prog = kernels.build("gemv_splitk", dict(M=1, N=4096, K=4096, BLOCK_M=16, BLOCK_N=16, BLOCK_K=64, SPLIT_K=4,
+                                                 num_stages=2, dtype="fp16", num_warps=warps)).launches[0].program
+        (op,) = [o for o in ir.walk(prog.body) if isinstance(o, ir.Dot)]
+        repeats = cost.mma_duplication(prog, 90)[op.out.id]
+        assert cost.op_cost(op, cfg, warps).tensor_cycles * repeats == pytest.approx(times * measured)
+
+
 def test_chained_dots_of_flash_and_backward():
     """flash: S = Q K^T feeds P V (chained), P V does not; the backward's dK/dV loop chains its
     P^T and dP^T dots into dV and dK, the dQ loop its S and dP dots into dQ."""
