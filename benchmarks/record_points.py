@@ -256,7 +256,10 @@ class Recorder:
     def __init__(self, items, out: Path, jobs: int, ahead: int, cpu: bool):
         self.items, self.out, self.cpu, self.ahead = iter(items), out, cpu, ahead
         self.tmp = _scratch()
-        self.pool = mp.get_context("spawn").Pool(jobs)
+        # the workers yield the CPU to the timing process: a workload of two launches (a split-K GEMV and
+        # its reduction) is timed from the first launch to the end of the second, so a preempted launch
+        # thread adds its wait to the time
+        self.pool = mp.get_context("spawn").Pool(jobs, initializer=os.nice, initargs=(10,))
         self.pending, self.late = [], []
         self.env = environment(cpu)
         self.n = self.n_ok = self.n_sent = 0
