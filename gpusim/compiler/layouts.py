@@ -22,12 +22,14 @@ def ceil_div(a: float, b: float) -> int:
 def dot_kind(dot: ir.Dot, num_warps: int, arch: int) -> str:
     """``v3`` (wgmma), ``v2`` (mma.sync) or ``fma`` (``dtypes.dot_mode``'s FMA unit: fp32 or mixed
     operands, which the lowering asks for in IEEE fp32)."""
-    m, n = dot.out.shape
     if dot_mode(dot.a.dtype, dot.b.dtype)[1] == "fma":
         return "fma"
-    if arch >= 90 and num_warps % 4 == 0 and m % 64 == 0 and n % 8 == 0:
-        return "v3"
-    return "v2"
+    return mma_kind(*dot.out.shape, num_warps, arch)
+
+
+def mma_kind(m: int, n: int, num_warps: int, arch: int) -> str:
+    """``v3`` (wgmma) or ``v2`` (mma.sync) for a 16-bit m x n dot result on ``num_warps`` warps."""
+    return "v3" if arch >= 90 and num_warps % 4 == 0 and m % 64 == 0 and n % 8 == 0 else "v2"
 
 
 def warps_per_tile(m: int, n: int, num_warps: int, kind: str, chained: bool) -> tuple:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ...dsl import analysis, ir
 from ...compiler import ESTIMATE, CompilerView, registers, view_of
-from ...compiler.layouts import Graph, blocked_split, dot_layouts, mma_issued, warps_per_tile
+from ...compiler.layouts import Graph, blocked_split, dot_layouts, mma_issued, mma_kind, warps_per_tile
 from ...compiler.sass_mix import MATH, fma_dot_issue
 from ...dsl.dtypes import dot_mode
 from ...hardware import GPUConfig
@@ -124,7 +124,7 @@ def issued_efficiency(cfg: GPUConfig, m: int, n: int, k: int, num_warps: int) ->
     arch = cfg.compute_capability or 0
 
     def repeats(mm, nn, warps):
-        kind = "v3" if arch >= 90 and warps % 4 == 0 and mm % 64 == 0 and nn % 8 == 0 else "v2"
+        kind = mma_kind(mm, nn, warps, arch)
         rows, cols = mma_issued(kind, mm, nn, *warps_per_tile(mm, nn, warps, kind, False))
         return max(1.0, rows * cols / float(mm * nn))
     return e.efficiency * min(repeats(e.m, e.n, e.num_warps), repeats(m, n, num_warps))
