@@ -7,7 +7,9 @@ its inputs (``numpy_exec.random_inputs``, seed 1) and computes the float64 refer
 (``measure.sampled_reference``: the whole output, or sampled rows of large ones), pickled to a
 scratch file. The main process, alone on the GPU, takes each point in turn: one run whose outputs
 are checked against that reference, then ``triton.testing.do_bench`` of the whole workload on the
-same memory (warmup 25 ms, rep 100 ms, median; it clears the L2 before every repetition). A point
+same memory (warmup 25 ms, rep 100 ms, median; it clears the L2 before every repetition) while the
+workers are stopped (SIGSTOP): a workload of several short launches is otherwise timed with the
+launching thread's waits for a core (a 3-launch elementwise chain of 40K elements at 37 us for 10). A point
 whose check fails keeps no time. attention_flash_bwd draws its inputs on the GPU (its forward
 pass) and a worker checks its outputs while the next points are timed. One JSON line per point is
 appended to ``OUT/measured.jsonl`` as soon as it is checked, so a killed run keeps what it measured.
@@ -23,11 +25,13 @@ usage: python benchmarks/record_points.py --out DIR --budget-s SECONDS [--jobs N
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import sys
 import time
 from pathlib import Path
@@ -51,6 +55,7 @@ def point_list(paths: list) -> list:
     return [x for grp in held for x in grp] + rr
 
 
+TIMING = "triton.testing.do_bench median (warmup 25 ms, rep 100 ms), one input set, preparing workers stopped"
 FORCE_SAMPLE = ("attention_flash", "attention_naive", "attention_flash_bwd", "attention_decode", "matmul")
 
 
@@ -144,8 +149,9 @@ def _late_check(job) -> tuple:
         Path(path).unlink(missing_ok=True)
 
 
-def _run_and_bench(wl, inputs: dict, names) -> tuple:
-    """({output name: numpy}, median µs): one checked run, then ``do_bench`` on the same memory."""
+def _run_and_bench(wl, inputs: dict, names, quiet=contextlib.nullcontext) -> tuple:
+    """({output name: numpy}, median µs): one checked run, then ``do_bench`` on the same memory, inside
+    ``quiet()`` (the preparing workers stopped)."""
     from triton.testing import do_bench
 
     from gpusim.backends.triton import run as tb
@@ -162,29 +168,33 @@ def _run_and_bench(wl, inputs: dict, names) -> tuple:
 
     torch.cuda.synchronize()
     outs = {n: tb._to_numpy(mem[n], wl.tensors[n]) for n in names}
-    us = 1000.0 * float(do_bench(whole, warmup=25, rep=100, return_mode="median"))
+    with quiet():
+        us = 1000.0 * float(do_bench(whole, warmup=25, rep=100, return_mode="median"))
     del mem, fns
     return outs, us
 
 
-def _run_on_cpu(wl, inputs: dict, names) -> tuple:
+def _run_on_cpu(wl, inputs: dict, names, quiet=contextlib.nullcontext) -> tuple:
     """The ``--cpu`` stand-in of ``_run_and_bench`` (tests the recorder without a GPU): numpy
     execution, its wall time as the 'measurement'."""
     from gpusim.backends import numpy_exec
 
-    t0 = time.perf_counter()
-    outs = numpy_exec.execute(wl, inputs)
-    return {n: outs[n] for n in names}, 1e6 * (time.perf_counter() - t0)
+    with quiet():
+        t0 = time.perf_counter()
+        outs = numpy_exec.execute(wl, inputs)
+        us = 1e6 * (time.perf_counter() - t0)
+    return {n: outs[n] for n in names}, us
 
 
-def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
-    """(record, late-check job or None) of one prepared point."""
+def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False, quiet=contextlib.nullcontext) -> tuple:
+    """(record, late-check job or None) of one prepared point; ``quiet``: what the timing runs inside
+    (``Recorder.quiet``: the workers stopped)."""
     from gpusim import kernels
     from gpusim.hw.validate.measure import free_gpu_memory, reference_error, tolerance
 
     rel, kind, i, kernel, params = item
     rec = {"scenario": rel, "set": kind, "point": i, "kernel": kernel, "params": params, **env,
-           "timing_method": "triton.testing.do_bench median (warmup 25 ms, rep 100 ms), one input set",
+           "timing_method": TIMING,
            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": "ok", "reason": "",
            "tolerance": tolerance(params)}
     t0, late = time.time(), None
@@ -197,7 +207,7 @@ def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
             from gpusim.backends import numpy_exec
 
             inputs = numpy_exec.random_inputs(wl, 1) if cpu else bwd_inputs(wl)
-            outs, us = run(wl, inputs, list(wl.outputs))
+            outs, us = run(wl, inputs, list(wl.outputs), quiet)
             path = Path(tmp) / f"late_{prep['n']}.pkl"
             with open(path, "wb") as f:
                 pickle.dump((inputs, outs), f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -206,7 +216,7 @@ def measure(item, prep: dict, env: dict, tmp: str, cpu: bool = False) -> tuple:
             with open(prep["path"], "rb") as f:
                 inputs, refs, how = pickle.load(f)
             Path(prep["path"]).unlink(missing_ok=True)
-            outs, us = run(wl, inputs, list(refs))
+            outs, us = run(wl, inputs, list(refs), quiet)
             rec["measured_us"] = us
             _set_check(rec, reference_error(refs, outs), how, "")
     except Exception as e:
@@ -249,6 +259,14 @@ def _scratch() -> str:
     return tempfile.mkdtemp(prefix="record_points_", dir=base)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (Linux /proc; True where that cannot be read)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "Tt"
+    except (OSError, IndexError):
+        return True
+
+
 class Recorder:
     """Prepares points ahead in a worker pool (at most ``ahead`` in flight), times them in order
     and writes each record as soon as its check is done."""
@@ -256,13 +274,31 @@ class Recorder:
     def __init__(self, items, out: Path, jobs: int, ahead: int, cpu: bool):
         self.items, self.out, self.cpu, self.ahead = iter(items), out, cpu, ahead
         self.tmp = _scratch()
-        # the workers yield the CPU to the timing process: a workload of two launches (a split-K GEMV and
-        # its reduction) is timed from the first launch to the end of the second, so a preempted launch
-        # thread adds its wait to the time
+        # a workload of several launches is timed from the first launch to the end of the last, so
+        # time the launching thread waits for a core adds to it: the workers run at a lower priority
+        # and are stopped while a point is timed (``quiet``)
         self.pool = mp.get_context("spawn").Pool(jobs, initializer=os.nice, initargs=(10,))
         self.pending, self.late = [], []
         self.env = environment(cpu)
         self.n = self.n_ok = self.n_sent = 0
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """The pool's workers stopped (SIGSTOP) for the duration, continued (SIGCONT) after."""
+        pids = [w.pid for w in getattr(self.pool, "_pool", ()) if w.pid and w.is_alive()]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        t_end = time.time() + 2.0              # the signal is asynchronous: wait until each one has stopped
+        while time.time() < t_end and not all(_stopped(pid) for pid in pids):
+            time.sleep(0.001)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
 
     def _top_up(self):
         while len(self.pending) < self.ahead:
@@ -304,7 +340,7 @@ class Recorder:
                     prep = {"key": [item[0], item[2]], "path": None, "error": "preparing took over 600 s"}
                 self._top_up()
                 fc.write(json.dumps(prep) + "\n")
-                rec, late = measure(item, prep, self.env, self.tmp, self.cpu)
+                rec, late = measure(item, prep, self.env, self.tmp, self.cpu, self.quiet)
                 if late is None:
                     self._write(f, rec)
                 else:

@@ -4,6 +4,7 @@ checks each point, flash backward is checked later in a worker) is tested end to
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,10 +41,38 @@ def test_recorder_checks_every_point_and_keeps_no_time_for_a_wrong_one(tmp_path,
     assert not (tmp_path / "b" / "measured.jsonl").read_text()
     # outputs off by 2x: every point (the late-checked backward too) is a wrong result with no time
     real = rp._run_on_cpu
-    monkeypatch.setattr(rp, "_run_on_cpu", lambda wl, x, names: (
+    monkeypatch.setattr(rp, "_run_on_cpu", lambda wl, x, names, *a: (
         {n: 2 * np.asarray(v) for n, v in real(wl, x, names)[0].items()}, 1.0))
     assert rp.main(["--cpu", "--jobs", "1", "--budget-s", "60", "--out", str(tmp_path / "c"), *SCEN]) == 0
     recs = _records(tmp_path / "c")
     assert len(recs) == 3
     for r in recs:
         assert r["status"] == "wrong-result" and "measured_us" not in r, r
+
+
+
+def _spin():
+    while True:
+        pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_workers_are_stopped_while_a_point_is_timed_and_continue_after(monkeypatch):
+    import multiprocessing as mp
+    from types import SimpleNamespace
+
+    rp = _recorder(monkeypatch)
+    workers = [mp.get_context("fork").Process(target=_spin, daemon=True) for _ in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        rec = SimpleNamespace(pool=SimpleNamespace(_pool=workers))
+        with rp.Recorder.quiet(rec):
+            assert all(rp._stopped(w.pid) for w in workers)
+        t_end = time.time() + 2.0             # SIGCONT is asynchronous too
+        while time.time() < t_end and any(rp._stopped(w.pid) for w in workers):
+            time.sleep(0.001)
+        assert not any(rp._stopped(w.pid) for w in workers)
+    finally:
+        for w in workers:
+            w.kill()
