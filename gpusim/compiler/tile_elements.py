@@ -35,6 +35,29 @@ def _in_bounds(tensor, offsets: tuple, shape: tuple) -> int:
 ELEMENTWISE = (ir.Binary, ir.Unary, ir.Where, ir.Cast)
 
 
+def issued_share(v: ir.Value, live: int, num_warps: int, nbytes: int | None = None) -> float:
+    """The share of a tile's per-thread register slots the compiled code still computes when only
+    ``live`` of its elements are not compile-time constants (``static_elements``): a slot is
+    dropped only where it is constant in every thread, so the live elements (the tile's first
+    ``live`` in row-major order) keep whole slots of the blocked layout (16-byte vectors along the
+    row, threads across the row); ``nbytes``: the element size of the load whose layout the tile
+    keeps (``layout_bytes``). Only 1-d tiles (a row kernel's tile wider than its row: Triton's sm_90
+    code for a layernorm over 112 columns has the same ~180 instructions at BLOCK 2,048 and
+    8,192); a 2-d tile's padded rows (a dot's 16-row minimum) are left at the whole tile."""
+    from .layouts import ceil_div
+
+    if live >= v.numel or len(v.shape) != 1:
+        return 1.0
+    nbytes = nbytes or ir.DTYPE_BYTES.get(v.dtype, 4)
+    threads = 32 * num_warps
+    (n,) = v.shape
+    vec = max(1, min(n, 16 // nbytes))
+    span = vec * threads                   # elements one slot of every thread covers
+    slots = ceil_div(n, span) * vec
+    kept = sum(min(vec, max(0, live - r * span)) for r in range(ceil_div(n, span)))
+    return max(1, kept) / slots
+
+
 def static_elements(g: Graph) -> dict:
     """{value id: elements not known at compile time} for tiles read where they can reach past the
     tensor's end (a row kernel's tile wider than the row, decode's 16-row tile of 8 packed rows):
@@ -55,6 +78,40 @@ def static_elements(g: Graph) -> dict:
                 out[op.out.id] = max(out[v.id] for v in same)
     for v, n in stored_elements(g).items():
         out[v] = min(n, out.get(v, n))
+    return out
+
+
+def bounded_index(g: Graph) -> dict:
+    """{value id: elements that are not compile-time constants} of 1-d index masks against a
+    constant bound (``arange(0, BLOCK) < n``, n a Python int): past ``n`` the comparison is false in
+    every thread, so ptxas folds it; the ``arange`` itself where those masks are its only users."""
+    out = {}
+    for op in ir.walk(g.program.body):
+        if (isinstance(op, ir.Binary) and op.op in ("lt", "le") and len(op.out.shape) == 1
+                and isinstance(op.b, (int, float)) and not isinstance(op.b, bool)
+                and isinstance(g.producer.get(getattr(op.a, "id", None)), ir.Iota)
+                and expr_bounds(g.producer[op.a.id].start, None, {}) == (0, 0)):
+            n = math.ceil(op.b) + (op.op == "le")
+            if n < op.out.numel:
+                out[op.out.id] = max(0, n)
+    for op in ir.walk(g.program.body):
+        if isinstance(op, ir.Iota) and len(op.out.shape) == 1:
+            users = g.users.get(op.out.id, [])
+            if users and all(getattr(u, "out", None) is not None and u.out.id in out for u in users):
+                out[op.out.id] = max(out[u.out.id] for u in users)
+    return out
+
+
+def layout_bytes(g: Graph) -> dict:
+    """{value id: element size of the load whose layout an elementwise chain keeps}."""
+    out = {}
+    for op in ir.walk(g.program.body):
+        if isinstance(op, ir.Load):
+            out[op.out.id] = ir.DTYPE_BYTES.get(op.out.dtype, 4)
+        elif isinstance(op, ELEMENTWISE):
+            src = [out[v.id] for v in operands(op) if v.shape == op.out.shape and v.id in out]
+            if src:
+                out[op.out.id] = min(src)
     return out
 
 

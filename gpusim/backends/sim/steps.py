@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ...compiler.layouts import Graph
+from ...compiler.tile_elements import bounded_index, issued_share, layout_bytes, static_elements
 from ...dsl import analysis, ir
 from ...hardware import GPUConfig
 from . import cost
@@ -125,16 +127,22 @@ def lower(ops, shared: set, loads: list) -> list:
 
 
 def attach_costs(steps, cfg: GPUConfig, num_warps: int, dup: dict | None = None,
-                 fused: frozenset = frozenset()) -> tuple:
+                 fused: frozenset = frozenset(), live: dict | None = None) -> tuple:
     """Merge consecutive compute ops into pipe steps with cycle costs. ``dup``: {dot output id:
     times the compiler issues that dot's MMA work} (``cost.mma_duplication``; the ``est_dup`` of
     its step, 1 when absent); ``fused``: ids of the adds the compiler contracts with their multiply into one FMA
-    (``analysis.fma_contractions``), which issue nothing beyond the multiply's cost."""
+    (``analysis.fma_contractions``), which issue nothing beyond the multiply's cost; ``live``: {value id:
+    elements that are not compile-time constants} (``tile_elements.static_elements``): a SIMT op on such
+    a tile issues only the register slots those elements keep (``tile_elements.issued_share``)."""
     out = []
     simt = None         # [vector cycles, sfu cycles, flops, sfu ops] of the SIMT run being merged
     for s in steps:
         if isinstance(s, OpStep):
             c = cost.op_cost(s.op, cfg, num_warps)
+            v = s.op.a if isinstance(s.op, ir.Reduce) else s.op.out
+            if live and v.id in live and not c.tensor_cycles:
+                f = issued_share(v, live[v.id][0], num_warps, live[v.id][1])
+                c = replace(c, simt_cycles=c.simt_cycles * f, sfu_cycles=c.sfu_cycles * f, sfu_ops=c.sfu_ops * f)
             if s.op.out.id in fused:     # the add of a fused multiply-add: its FLOPs, no cycles
                 simt = simt or [0.0, 0.0, 0.0, 0.0]
                 simt[2] += cost.vector_flops(s.op)
@@ -157,7 +165,7 @@ def attach_costs(steps, cfg: GPUConfig, num_warps: int, dup: dict | None = None,
             simt = None
         if isinstance(s, LoopStep):
             out.append(LoopStep(s.start, s.end, s.step, s.stages, s.var, s.loads,
-                                attach_costs(s.body, cfg, num_warps, dup, fused)))
+                                attach_costs(s.body, cfg, num_warps, dup, fused, live)))
         else:
             out.append(s)
     if simt:
@@ -170,7 +178,15 @@ def compile_program(program: ir.Program, cfg: GPUConfig) -> tuple:
     loads: list = []
     raw = lower(program.body, analysis.feeds_dot(program), loads)
     return attach_costs(raw, cfg, program.num_warps, cost.mma_duplication(program, cfg.compute_capability or 90),
-                        analysis.fma_contractions(program)), tuple(loads)
+                        analysis.fma_contractions(program), _live(program)), tuple(loads)
+
+
+def _live(program: ir.Program) -> dict:
+    """{value id: (elements not compile-time constants, element size of its layout's load)}."""
+    g = Graph(program)
+    nbytes, live = layout_bytes(g), {**bounded_index(g), **static_elements(g)}
+    two = min(nbytes.values(), default=None)       # an index mask takes the layout of the tiles it masks
+    return {v: (n, nbytes.get(v, two)) for v, n in live.items()}
 
 
 def arithmetic(steps) -> tuple:
