@@ -6,7 +6,8 @@
 # usage: benchmarks/device_record.sh RECORD_SECONDS SIM_SECONDS [--skip-measured F] [--skip-sim F] SCENARIO.yaml ...
 # Writes $OUT/measured.jsonl, $OUT/compile.jsonl, $OUT/sim.jsonl and the logs. Wheels in .whl/ (simpy,
 # pydantic) are installed to /tmp/site first. SIM_SECONDS 0: no simulation there (every core but one
-# prepares points for the recorder; simulate them later where the predictions are made).
+# prepares points for the recorder; simulate them later where the predictions are made), and numba
+# need not be carried.
 set -uo pipefail
 OUT=${OUT:-$PWD/device_out}; mkdir -p "$OUT"
 RB=$1; SB=$2; shift 2
@@ -23,6 +24,13 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     export PYTHONPATH=/tmp/site:$PWD
 else
     export PYTHONPATH=$PWD
+fi
+# recording alone simulates nothing: where numba (the L2 model's compiler, whose llvmlite is too large to
+# carry beside the tree) is missing, an njit that returns the function lets the package import
+if [ "$SB" = 0 ] && ! python3 -c "import numba" 2>/dev/null; then
+    mkdir -p /tmp/site/numba
+    printf 'def njit(*a, **k):\n    return a[0] if a and callable(a[0]) else (lambda f: f)\n' > /tmp/site/numba/__init__.py
+    export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
