@@ -89,3 +89,22 @@ def test_a_point_recorded_twice_is_one_row_with_the_mean_and_spread(tmp_path):
     assert len(rows) == 2
     assert rows[3]["measured_us"] == 11.0 and abs(rows[3]["measured_spread_pct"] - 100 * 2 / 11) < 1e-9
     assert rows[4]["measured_us"] == 5.0 and rows[4]["measured_spread_pct"] == 100 * 0.0 / 5.0
+
+
+def test_a_point_timed_with_the_workers_stopped_replaces_its_earlier_times(tmp_path):
+    import gzip
+
+    rec = {"scenario": "scenarios/validation/heldout/gemv_shapes_round46.yaml", "set": "heldout", "point": 3,
+           "kernel": "gemv_splitk", "params": {"N": 64, "dtype": "fp16"}, "device": "NVIDIA H100 80GB HBM3",
+           "timing_method": "do_bench", "triton": "3.6.0", "torch": "2", "cuda": "13", "recorded_at": "t0",
+           "status": "ok", "check": "sampled", "max_rel_err": 0.0, "tolerance": 0.02}
+    stopped = dict(rec, timing_method="do_bench, " + build_points_table.STOPPED, recorded_at="t1")
+    (tmp_path / "h100" / "recorded").mkdir(parents=True)
+    for i, r in enumerate((dict(rec, measured_us=66.5), dict(stopped, measured_us=9.8),
+                           dict(stopped, measured_us=10.2))):
+        with gzip.open(tmp_path / "h100" / "recorded" / f"c{i}.jsonl.gz", "wt") as fh:
+            fh.write(json.dumps(r) + "\n")
+    (row,) = build_points_table.recorder_rows(tmp_path)
+    assert abs(row["measured_us"] - 10.0) < 1e-9 and abs(row["measured_spread_pct"] - 4.0) < 1e-9
+    assert row["recorded_at"] == "t1" and build_points_table.STOPPED in row["timing_method"]
+    assert row["set"] == "heldout" and row["point"] == 3
